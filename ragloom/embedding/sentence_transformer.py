@@ -1,0 +1,34 @@
+"""The PyTorch sentence-transformers embedder (the reference backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ragloom.embedding.base import Embedder, resolve_model_path
+from ragloom.errors import EmbeddingError
+
+
+class SentenceTransformerEmbedder(Embedder):
+    def __init__(self, model: str = "", device: str = "cpu", batch_size: int = 64) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        path = resolve_model_path(model)
+        try:
+            self._model = SentenceTransformer(path, device=device)
+        except Exception as e:  # the library raises many kinds; all mean "cannot load"
+            raise EmbeddingError(f"could not load embedding model {path!r}: {e}") from e
+        self.batch_size = batch_size
+        self.dimension = int(self._model.get_embedding_dimension())
+        self.max_tokens = int(self._model.max_seq_length)
+        self.model_id = f"{model or 'all-MiniLM-L6-v2'}|torch|{self.dimension}"
+        self.model_path = path
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self._model.encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return vectors.astype(np.float32, copy=False)
