@@ -36,6 +36,12 @@ def _env_list(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
+def _generated_secret(data_dir: Path, name: str) -> str:
+    """A secret the local stack generated at first start (stack/<name>, mode 0600), or ''."""
+    path = data_dir / "stack" / name
+    return path.read_text().strip() if path.exists() else ""
+
+
 def _default_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ragloom"
 
@@ -57,7 +63,7 @@ class Settings:
     weaviate_host: str = "127.0.0.1"
     weaviate_http_port: int = 18080
     weaviate_grpc_port: int = 15051
-    weaviate_api_key: str = ""  # RAGLOOM_WEAVIATE_API_KEY: enables API-key auth on the local server
+    weaviate_api_key: str = ""  # RAGLOOM_WEAVIATE_API_KEY; else the one the local stack generated
     weaviate_url: str = ""  # RAGLOOM_WEAVIATE_URL: a remote/cloud cluster instead of the local stack
     collection_prefix: str = "Ragloom"
     # Neo4j
@@ -66,7 +72,7 @@ class Settings:
     neo4j_bolt_port: int = 17687
     neo4j_http_port: int = 17474
     neo4j_user: str = "neo4j"
-    neo4j_password: str = ""  # RAGLOOM_NEO4J_PASSWORD; the local stack generates one when unset
+    neo4j_password: str = ""  # RAGLOOM_NEO4J_PASSWORD; else the one the local stack generated
     neo4j_heap: str = "1g"
     neo4j_pagecache: str = "512m"
     graph_namespace: str = "ragloom"  # RAGLOOM_GRAPH_NAMESPACE: isolates one pipeline's graph
@@ -98,7 +104,7 @@ class Settings:
             weaviate_host=_env("RAGLOOM_WEAVIATE_HOST", d.weaviate_host),
             weaviate_http_port=_env_int("RAGLOOM_WEAVIATE_HTTP_PORT", d.weaviate_http_port),
             weaviate_grpc_port=_env_int("RAGLOOM_WEAVIATE_GRPC_PORT", d.weaviate_grpc_port),
-            weaviate_api_key=_env("RAGLOOM_WEAVIATE_API_KEY", ""),
+            weaviate_api_key=_env("RAGLOOM_WEAVIATE_API_KEY", "") or _generated_secret(data_dir, "weaviate.api_key"),
             weaviate_url=_env("RAGLOOM_WEAVIATE_URL", ""),
             collection_prefix=_env("RAGLOOM_COLLECTION_PREFIX", d.collection_prefix),
             neo4j_version=_env("RAGLOOM_NEO4J_VERSION", d.neo4j_version),
@@ -106,7 +112,7 @@ class Settings:
             neo4j_bolt_port=_env_int("RAGLOOM_NEO4J_BOLT_PORT", d.neo4j_bolt_port),
             neo4j_http_port=_env_int("RAGLOOM_NEO4J_HTTP_PORT", d.neo4j_http_port),
             neo4j_user=_env("RAGLOOM_NEO4J_USER", d.neo4j_user),
-            neo4j_password=_env("RAGLOOM_NEO4J_PASSWORD", ""),
+            neo4j_password=_env("RAGLOOM_NEO4J_PASSWORD", "") or _generated_secret(data_dir, "neo4j.password"),
             neo4j_heap=_env("RAGLOOM_NEO4J_HEAP", d.neo4j_heap),
             neo4j_pagecache=_env("RAGLOOM_NEO4J_PAGECACHE", d.neo4j_pagecache),
             graph_namespace=_env("RAGLOOM_GRAPH_NAMESPACE", d.graph_namespace),
@@ -153,16 +159,6 @@ class Settings:
     @property
     def resolved_neo4j_uri(self) -> str:
         return self.neo4j_uri or f"bolt://127.0.0.1:{self.neo4j_bolt_port}"
-
-    def resolved_neo4j_password(self) -> str:
-        """The configured password, else the one the local stack generated at first start."""
-        if self.neo4j_password:
-            return self.neo4j_password
-        generated = self.stack_dir / "neo4j.password"
-        if generated.exists():
-            return generated.read_text().strip()
-        raise ConfigError("RAGLOOM_NEO4J_PASSWORD is unset and the local stack has not generated one yet: "
-                          "run `ragloom stack up` or set RAGLOOM_NEO4J_PASSWORD")
 
     def public_view(self) -> dict[str, str]:
         """The settings as strings, secrets masked: safe for logs and asset metadata."""

@@ -1,1 +1,77 @@
-"""stack"""
+"""The local stack: a real Weaviate and a real Neo4j, provisioned into a cache and run on loopback.
+
+`up` is idempotent: it provisions what is missing, generates credentials once (kept under the data
+directory, mode 0600, unless the environment sets them), starts what is not running and waits until
+both servers answer. `down` stops what it started. `status` reports without changing anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from ragloom.settings import Settings
+from ragloom.stack import neo4j, weaviate
+
+
+def _ensure_secret(path: Path, current: str) -> str:
+    if current:
+        return current
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(24))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def up(settings: Settings | None = None) -> Settings:
+    """Start both servers (provisioning them first if needed); returns settings with the credentials."""
+    settings = settings or Settings.from_env()
+    stack = settings.stack_dir
+    settings = dataclasses.replace(
+        settings,
+        weaviate_api_key=_ensure_secret(stack / "weaviate.api_key", settings.weaviate_api_key),
+        neo4j_password=_ensure_secret(stack / "neo4j.password", settings.neo4j_password),
+    )
+    started = time.monotonic()
+    if not settings.weaviate_url:
+        waited = weaviate.start(settings, settings.weaviate_api_key)
+        print(f"[ragloom stack] weaviate ready ({waited:.1f}s)", flush=True)
+    if not settings.neo4j_uri:
+        waited = neo4j.start(settings, settings.neo4j_password)
+        print(f"[ragloom stack] neo4j ready ({waited:.1f}s)", flush=True)
+    print(f"[ragloom stack] up in {time.monotonic() - started:.1f}s; data in {stack}", flush=True)
+    return settings
+
+
+def down(settings: Settings | None = None) -> dict[str, bool]:
+    settings = settings or Settings.from_env()
+    return {"weaviate": weaviate.process(settings).stop(), "neo4j": neo4j.process(settings).stop(timeout=60)}
+
+
+def status(settings: Settings | None = None) -> dict[str, Any]:
+    settings = settings or Settings.from_env()
+    wv, nj = weaviate.process(settings), neo4j.process(settings)
+    return {
+        "weaviate": {
+            "managed_pid": wv.pid(),
+            "ready": weaviate.ready(settings),
+            "url": f"http://{settings.weaviate_host}:{settings.weaviate_http_port}",
+            "grpc_port": settings.weaviate_grpc_port,
+            "version": weaviate.version(settings),
+            "binary": str(weaviate.binary_path(settings)) if not settings.weaviate_binary else settings.weaviate_binary,
+            "auth": "api-key" if settings.weaviate_api_key else "anonymous",
+        },
+        "neo4j": {
+            "managed_pid": nj.pid(),
+            "ready": neo4j.ready(settings),
+            "uri": settings.resolved_neo4j_uri,
+            "version": neo4j.server_version(settings),
+            "home": str(neo4j.home(settings)),
+        },
+        "data_dir": str(settings.data_dir),
+        "cache_dir": str(settings.cache_dir),
+    }

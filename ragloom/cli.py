@@ -1,0 +1,71 @@
+"""The `ragloom` command: stack lifecycle, settings, queries and evaluation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ragloom.errors import RagloomError
+from ragloom.settings import Settings
+
+
+def _cmd_stack(args: argparse.Namespace) -> int:
+    from ragloom import stack
+
+    if args.action == "up":
+        stack.up()
+    elif args.action == "down":
+        stopped = stack.down()
+        for name, was in stopped.items():
+            print(f"{name}: {'stopped' if was else 'was not running'}")
+    report = stack.status()
+    if args.action == "status" or args.json:
+        print(json.dumps(report, indent=2) if args.json else _format_status(report))
+        if args.action == "status" and not all(report[s]["ready"] for s in ("weaviate", "neo4j")):
+            return 3
+    return 0
+
+
+def _format_status(report: dict) -> str:
+    lines = []
+    for name in ("weaviate", "neo4j"):
+        r = report[name]
+        state = "ready" if r["ready"] else "down"
+        where = r.get("url") or r.get("uri")
+        lines.append(f"{name:9} {state:6} {where}  version={r['version']}  pid={r['managed_pid']}")
+    lines.append(f"data: {report['data_dir']}   cache: {report['cache_dir']}")
+    return "\n".join(lines)
+
+
+def _cmd_settings(args: argparse.Namespace) -> int:
+    for key, value in Settings.from_env().public_view().items():
+        print(f"{key} = {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragloom", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("stack", help="provision, start, stop or inspect the local Weaviate + Neo4j")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--json", action="store_true", help="print status as JSON")
+    p.set_defaults(func=_cmd_stack)
+
+    p = sub.add_parser("settings", help="print the resolved settings (secrets masked)")
+    p.set_defaults(func=_cmd_settings)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RagloomError as e:
+        print(f"ragloom: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

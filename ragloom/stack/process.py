@@ -1,0 +1,111 @@
+"""Start, find and stop a long-running server process that we own, tracked by a pid file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragloom.errors import StackError
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, log_file: Path | None = None,
+               alive: Callable[[], bool] | None = None) -> float:
+    """Poll ``check`` until true; returns seconds waited. Fails early if the process died."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if check():
+            return time.monotonic() - started
+        if alive is not None and not alive():
+            raise StackError(f"{what} exited during start-up.{_tail_hint(log_file)}")
+        time.sleep(0.25)
+    raise StackError(f"{what} was not ready after {timeout:.0f}s (raise RAGLOOM_STACK_TIMEOUT_SECONDS on slow "
+                     f"machines).{_tail_hint(log_file)}")
+
+
+def _tail_hint(log_file: Path | None, lines: int = 15) -> str:
+    if log_file is None or not log_file.exists():
+        return ""
+    tail = log_file.read_text(errors="replace").splitlines()[-lines:]
+    return f" Last lines of {log_file}:\n  " + "\n  ".join(tail)
+
+
+@dataclass
+class ManagedProcess:
+    """A server started in its own session so it outlives the command that started it."""
+
+    name: str
+    pid_file: Path
+    log_file: Path
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    def running(self) -> bool:
+        return self.pid() is not None
+
+    def start(self, argv: list[str], env: dict[str, str], cwd: Path) -> int:
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid_file.write_text(str(proc.pid))
+        return proc.pid
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """SIGTERM, then SIGKILL after ``timeout``. Returns whether a process was stopped."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.2)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL without a clean shutdown: for fault-injection tests."""
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as dead
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True
