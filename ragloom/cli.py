@@ -44,6 +44,31 @@ def _cmd_settings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_query(args: argparse.Namespace) -> int:
+    from ragloom.api import Ragloom
+    from ragloom.types import Scope
+
+    with Ragloom.from_settings(Settings.from_env()) as rag:
+        result = rag.query(args.text, strategy=args.strategy, k=args.k, filters=args.filter or None,
+                           scope=Scope.from_path(args.scope), chunking=args.chunking)
+    if args.json:
+        print(json.dumps({"query": result.query, "metadata": result.metadata,
+                          "items": [item.__dict__ for item in result.items]}, indent=2, default=str))
+        return 0
+    meta = result.metadata
+    print(f"query: {result.query}")
+    print(f"strategy: {meta.get('strategy')}  lanes: {meta.get('lanes_run')}  fallbacks: {meta.get('fallbacks') or '-'}"
+          f"  total: {meta.get('timings_ms', {}).get('total', '?')} ms")
+    if meta.get("abstained"):
+        print(f"abstained: {meta.get('abstain_reason')}")
+    for item in result.items:
+        where = " > ".join(item.heading_path) or item.metadata.get("title", "")
+        text = " ".join(item.text.split())
+        print(f"{item.rank:>2}. [{item.score:.3f}] {item.document_id}  {where}")
+        print(f"    {text[:300]}{'...' if len(text) > 300 else ''}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragloom", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,6 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--json", action="store_true", help="print status as JSON")
     p.set_defaults(func=_cmd_stack)
+
+    p = sub.add_parser("query", help="retrieve from what was materialized")
+    p.add_argument("text")
+    p.add_argument("--strategy", default="hybrid", help="dense | bm25 | hybrid | graph_rag | hierarchical")
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--filter", default="", help='metadata filter as JSON, e.g. \'{"status": "published"}\'')
+    p.add_argument("--scope", default="", help="tenant/user/chat[/agent]; default: shared only")
+    p.add_argument("--chunking", default="recursive", help="which chunking strategy's collection to query")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_query)
 
     p = sub.add_parser("settings", help="print the resolved settings (secrets masked)")
     p.set_defaults(func=_cmd_settings)

@@ -9,6 +9,10 @@ class ConfigError(RagloomError):
     """A setting is missing or invalid; the message names it."""
 
 
+class ScopeError(RagloomError, ValueError):
+    """A scope path or scope fields are malformed (a ValueError too, for callers that validate input)."""
+
+
 class ParseError(RagloomError):
     """A source could not be parsed; ``reason`` is a short kind (empty, binary, corrupt, ...)."""
 

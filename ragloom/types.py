@@ -6,6 +6,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragloom.errors import ScopeError
+
 SHARED_SCOPE = "__shared__"
 
 
@@ -35,9 +37,9 @@ class Scope:
             if not part:
                 seen_gap = True
             elif seen_gap:
-                raise ValueError(f"scope {parts!r} has a level set below an unset one")
+                raise ScopeError(f"scope {parts!r} has a level set below an unset one")
             elif "/" in part or part == SHARED_SCOPE:
-                raise ValueError(f"scope part {part!r} may not contain '/' or be {SHARED_SCOPE!r}")
+                raise ScopeError(f"scope part {part!r} may not contain '/' or be {SHARED_SCOPE!r}")
 
     @property
     def path(self) -> str:
@@ -55,7 +57,7 @@ class Scope:
             return cls()
         parts = path.strip("/").split("/")
         if len(parts) > 4:
-            raise ValueError(f"scope path {path!r} has more than 4 levels (tenant/user/chat/agent)")
+            raise ScopeError(f"scope path {path!r} has more than 4 levels (tenant/user/chat/agent)")
         return cls(*parts)
 
 
