@@ -57,6 +57,7 @@ class Settings:
     data_dir: Path = field(default_factory=_default_data)  # RAGLOOM_DATA_DIR: store data, parquet, dagster
     docs_dir: Path = SAMPLE_CORPUS  # RAGLOOM_DOCS_DIR
     uploads_dir: Path | None = None  # RAGLOOM_UPLOADS_DIR, default <data_dir>/uploads
+    artifacts_path: Path | None = None  # RAGLOOM_ARTIFACTS_DIR, default <data_dir>/artifacts
     # Weaviate
     weaviate_version: str = "1.39.0"
     weaviate_binary: str = ""  # RAGLOOM_WEAVIATE_BINARY: use this server binary, skip provisioning
@@ -99,6 +100,7 @@ class Settings:
             data_dir=data_dir,
             docs_dir=Path(_env("RAGLOOM_DOCS_DIR", str(d.docs_dir))).expanduser(),
             uploads_dir=Path(_env("RAGLOOM_UPLOADS_DIR", str(data_dir / "uploads"))).expanduser(),
+            artifacts_path=Path(_env("RAGLOOM_ARTIFACTS_DIR", str(data_dir / "artifacts"))).expanduser(),
             weaviate_version=_env("RAGLOOM_WEAVIATE_VERSION", d.weaviate_version),
             weaviate_binary=_env("RAGLOOM_WEAVIATE_BINARY", ""),
             weaviate_host=_env("RAGLOOM_WEAVIATE_HOST", d.weaviate_host),
@@ -150,7 +152,7 @@ class Settings:
     @property
     def artifacts_dir(self) -> Path:
         """Parquet outputs of the assets and the embedding cache."""
-        return self.data_dir / "artifacts"
+        return self.artifacts_path or self.data_dir / "artifacts"
 
     @property
     def resolved_uploads_dir(self) -> Path:
