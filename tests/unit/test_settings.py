@@ -1,0 +1,70 @@
+"""Settings come from the environment, fail clearly, and never show secrets."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragloom.errors import ConfigError
+from ragloom.settings import Settings
+from ragloom.types import Scope
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path):
+    for name in list(__import__("os").environ):
+        if name.startswith("RAGLOOM_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("RAGLOOM_DATA_DIR", str(tmp_path))
+    return monkeypatch
+
+
+def test_defaults_and_overrides(env, tmp_path):
+    s = Settings.from_env()
+    assert s.weaviate_http_port == 18080 and s.strategies == ("recursive", "semantic", "hierarchical", "headered")
+    assert s.artifacts_dir == tmp_path / "artifacts" and s.resolved_uploads_dir == tmp_path / "uploads"
+    env.setenv("RAGLOOM_STRATEGIES", "recursive, headered")
+    env.setenv("RAGLOOM_NEO4J_BOLT_PORT", "7777")
+    s = Settings.from_env()
+    assert s.strategies == ("recursive", "headered") and s.resolved_neo4j_uri == "bolt://127.0.0.1:7777"
+
+
+@pytest.mark.parametrize("name,value,needle", [
+    ("RAGLOOM_WEAVIATE_HTTP_PORT", "eighty", "RAGLOOM_WEAVIATE_HTTP_PORT"),
+    ("RAGLOOM_STRATEGIES", "recursive,magic", "magic"),
+    ("RAGLOOM_GRAPH_STRATEGIES", "semantic,bogus", "bogus"),
+    ("RAGLOOM_EMBED_BACKEND", "tpu", "RAGLOOM_EMBED_BACKEND"),
+])
+def test_invalid_values_name_the_setting(env, name, value, needle):
+    env.setenv(name, value)
+    with pytest.raises(ConfigError, match=needle):
+        Settings.from_env()
+
+
+def test_graph_strategy_must_be_chunked(env):
+    env.setenv("RAGLOOM_STRATEGIES", "headered")
+    with pytest.raises(ConfigError, match="does not chunk"):
+        Settings.from_env()
+
+
+def test_generated_secrets_are_read_and_masked(env, tmp_path):
+    (tmp_path / "stack").mkdir()
+    (tmp_path / "stack" / "neo4j.password").write_text("s3cret-generated\n")
+    s = Settings.from_env()
+    assert s.neo4j_password == "s3cret-generated"
+    view = s.public_view()
+    assert view["neo4j_password"] == "***" and "s3cret" not in repr(view)
+    env.setenv("RAGLOOM_NEO4J_PASSWORD", "from-env")
+    assert Settings.from_env().neo4j_password == "from-env"
+
+
+def test_scope_paths_and_visibility():
+    chat = Scope("acme", "alice", "c1")
+    assert chat.path == "acme/alice/c1"
+    assert chat.visible_paths() == ["__shared__", "acme", "acme/alice", "acme/alice/c1"]
+    assert Scope.from_path("acme/alice/c1/agent7").visible_paths()[-1] == "acme/alice/c1/agent7"
+    assert Scope.from_path("") == Scope() and Scope().path == "__shared__"
+    for bad in ("a/b/c/d/e", "a//c"):
+        with pytest.raises(ValueError):
+            Scope.from_path(bad)
+    with pytest.raises(ValueError):
+        Scope("acme", "", "c1")
