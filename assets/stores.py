@@ -1,0 +1,121 @@
+"""`vectors_<strategy>` (Weaviate) and `graph_<strategy>` (Neo4j): sync each store to the current chunks.
+
+Both syncs are idempotent and diff against what the store holds, so a re-run after a failure
+completes the work without duplicates. Store errors are retried with backoff (RetryPolicy); bad
+data fails at once (Failure with allow_retries=False).
+"""
+
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetChecksDefinition,
+    AssetExecutionContext,
+    AssetIn,
+    AssetsDefinition,
+    Backoff,
+    Failure,
+    Jitter,
+    MaterializeResult,
+    MetadataValue,
+    RetryPolicy,
+    asset,
+    asset_check,
+)
+
+from assets._metadata import histogram_png, markdown_table
+from ragloom.errors import RagloomError, StoreError
+from ragloom.indexing.graph import sync_graph
+from ragloom.indexing.vectors import check_vectors, sync_vectors
+from ragloom.stores.embedding_cache import EmbeddingCache
+from ragloom.tables import frame_to_chunks
+from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource
+
+STORE_RETRY = RetryPolicy(max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
+# Store-writing assets sit in the pools "weaviate" and "neo4j" (limit 1 each in dagster.yaml), so two
+# runs never write the same store at once, whoever launched them; ingest runs also carry this tag.
+STORE_WRITER_TAGS = {"ragloom/store-writer": "true"}
+
+
+def _run_sync(context: AssetExecutionContext, what: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except StoreError:
+        context.log.error(f"{what}: store error; the run will be retried, and a re-run resumes where this stopped")
+        raise
+    except RagloomError as e:
+        raise Failure(description=f"{what}: {e}", allow_retries=False) from e
+
+
+def build_vector_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
+    chunks_name = f"chunks_{strategy}"
+
+    @asset(name=f"vectors_{strategy}", group_name="ingestion", kinds={"weaviate"}, ins={"chunks": AssetIn(chunks_name)},
+           retry_policy=STORE_RETRY, pool="weaviate",
+           description=f"Weaviate collection of the {strategy} chunks: embeds new chunks (cached), deletes "
+                       "chunks of changed or removed documents.")
+    def _vectors(context: AssetExecutionContext, chunks: pd.DataFrame, weaviate: WeaviateResource,
+                 embedder: EmbedderResource, artifacts: ArtifactStore) -> MaterializeResult:
+        store = weaviate.store()
+        model = embedder.embedder()
+        cache = EmbeddingCache(artifacts.cache_dir())
+        report = _run_sync(context, f"vectors_{strategy}", lambda: sync_vectors(
+            store, model, strategy, frame_to_chunks(chunks), cache=cache, log=context.log.info))
+        return MaterializeResult(metadata={
+            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in report.__dict__.items()
+               if isinstance(v, (int, float, str))},
+            "collection": store.collection_name(strategy),
+            "model": model.model_id,
+        })
+
+    @asset_check(asset=_vectors, name=f"vectors_{strategy}_match_chunks", additional_ins={"chunks": AssetIn(chunks_name)},
+                 description="Every current chunk id is in Weaviate and nothing else is; vector dimension matches")
+    def _check(chunks: pd.DataFrame, weaviate: WeaviateResource, embedder: EmbedderResource) -> AssetCheckResult:
+        result = check_vectors(weaviate.store(), strategy, set(chunks["chunk_id"]), embedder.embedder().dimension)
+        return AssetCheckResult(passed=bool(result["ok"]), severity=AssetCheckSeverity.ERROR,
+                                metadata={k: (MetadataValue.json(v) if isinstance(v, (list, dict)) else v)
+                                          for k, v in result.items()})
+
+    return _vectors, _check
+
+
+def build_graph_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
+    chunks_name = f"chunks_{strategy}"
+
+    @asset(name=f"graph_{strategy}", group_name="ingestion", kinds={"neo4j"}, ins={"chunks": AssetIn(chunks_name)},
+           retry_policy=STORE_RETRY, pool="neo4j",
+           description=f"Neo4j graph of the {strategy} chunks: spaCy entities, mentions and relations, "
+                       "extracted for new chunks only; removed chunks' evidence is withdrawn.")
+    def _graph(context: AssetExecutionContext, chunks: pd.DataFrame, neo4j: Neo4jResource,
+               nlp: NlpResource) -> MaterializeResult:
+        store = neo4j.store()
+        report = _run_sync(context, f"graph_{strategy}", lambda: sync_graph(
+            store, nlp.extractor(), strategy, frame_to_chunks(chunks), log=context.log.info))
+        stats = store.stats()
+        top = stats.get("top_entities", [])
+        return MaterializeResult(metadata={
+            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in report.__dict__.items()
+               if isinstance(v, (int, float, str))},
+            **{k: v for k, v in stats.items() if isinstance(v, (int, float))},
+            "top_entities": markdown_table(top, list(top[0].keys()) if top else []),
+            "degree_histogram": histogram_png(stats.get("degrees", []) or [0], f"{strategy}: entity degree",
+                                              "relations per entity"),
+        })
+
+    @asset_check(asset=_graph, name=f"graph_{strategy}_consistent", additional_ins={"chunks": AssetIn(chunks_name)},
+                 description="No empty entity names; every MENTIONS ends at an existing chunk; every chunk in "
+                             "Neo4j is in the current chunk set")
+    def _check(chunks: pd.DataFrame, neo4j: Neo4jResource) -> AssetCheckResult:
+        store = neo4j.store()
+        empty, dangling = store.empty_entity_names(), store.dangling_mentions()
+        stale = store.chunk_ids_not_in(set(chunks["chunk_id"]), strategy)
+        return AssetCheckResult(passed=not (empty or dangling or stale), severity=AssetCheckSeverity.ERROR,
+                                metadata={"empty_entity_names": empty, "dangling_mentions": dangling,
+                                          "chunks_not_current": len(stale),
+                                          "examples": MetadataValue.json(stale[:10])})
+
+    return _graph, _check

@@ -1,0 +1,1 @@
+"""Jobs, schedules, sensors and the one Definitions object."""

@@ -1,0 +1,65 @@
+"""The query job: runs retrieval against what was materialized, apart from the ingestion graph."""
+
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+from dagster import Config, MetadataValue, OpExecutionContext, Output, in_process_executor, job, op
+from pydantic import Field
+
+from assets._metadata import markdown_table
+from ragloom.types import Scope
+from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, query_settings
+
+
+class QueryConfig(Config):
+    query: str = Field(default="Who leads the team that owns the HarborSight platform?", description="One query (ignored if queries_file)")
+    queries_file: str = Field(default="", description="A file with one query per line (or JSONL with 'text')")
+    strategy: str = Field(default="hybrid", description="dense | bm25 | hybrid | graph_rag | hierarchical")
+    k: int = Field(default=5, description="Results per query")
+    filters: str = Field(default="", description='Metadata filter as JSON, e.g. {"status": "published"}')
+    scope: str = Field(default="", description="Scope path tenant/user/chat[/agent]; empty = shared only")
+    chunking: str = Field(default="recursive", description="Which chunking strategy's collection to query")
+
+
+def _load_queries(config: QueryConfig) -> list[str]:
+    if not config.queries_file:
+        return [config.query]
+    lines = Path(config.queries_file).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["text"] if line.lstrip().startswith("{") else line.strip() for line in lines if line.strip()]
+
+
+@op(description="Runs every query and writes the results as Parquet and JSON")
+def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: WeaviateResource, neo4j: Neo4jResource,
+                embedder: EmbedderResource, nlp: NlpResource, artifacts: ArtifactStore) -> Output[str]:
+    from ragloom.api import Ragloom
+
+    queries = _load_queries(config)
+    rows = []
+    with Ragloom.from_settings(query_settings(weaviate, neo4j, embedder, nlp)) as rag:
+        for q in queries:
+            result = rag.query(q, strategy=config.strategy, k=config.k, filters=config.filters or None,
+                               scope=Scope.from_path(config.scope), chunking=config.chunking)
+            for item in result.items:
+                rows.append({"query": q, "rank": item.rank, "score": round(item.score, 4),
+                             "document_id": item.document_id, "chunk_id": item.chunk_id,
+                             "heading_path": " > ".join(item.heading_path), "text": item.text,
+                             "strategy": result.metadata.get("strategy"),
+                             "fallbacks": ",".join(result.metadata.get("fallbacks", []))})
+    frame = pd.DataFrame(rows)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    name = f"query_results/{stamp}_{context.run_id[:8]}"
+    path = artifacts.write(name, frame)
+    path.with_suffix(".json").write_text(frame.to_json(orient="records", indent=1))
+    return Output(str(path), metadata={"queries": len(queries), "results": len(frame), "parquet": str(path),
+                                       "results_table": markdown_table(rows, ["query", "rank", "score", "document_id",
+                                                                              "heading_path", "text"], limit=50),
+                                       "config": MetadataValue.json(config.model_dump())})
+
+
+@job(executor_def=in_process_executor, description="Hybrid, graph_rag or hierarchical retrieval from the Launchpad",
+     tags={"ragloom/kind": "query"})
+def query_job():
+    run_queries()

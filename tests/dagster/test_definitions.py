@@ -1,0 +1,50 @@
+"""Smoke test of the code location: it loads, and every job, schedule, sensor and check resolves."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from pipelines.definitions import defs
+from ragloom.settings import Settings
+
+
+def test_definitions_validate():
+    dg.Definitions.validate_loadable(defs)
+
+
+def test_every_job_schedule_and_sensor_resolves():
+    repo = defs.get_repository_def()
+    jobs = {j.name for j in repo.get_all_jobs()}
+    assert {"ingest_job", "query_job"} <= jobs
+    for name in jobs:
+        assert repo.get_job(name).graph is not None
+    assert {s.name for s in repo.schedule_defs} == {"nightly_reingest"}
+    assert {s.name for s in repo.sensor_defs} == {"uploads_sensor"}
+    for schedule in repo.schedule_defs:
+        assert repo.get_job(schedule.job_name)
+    for sensor_def in repo.sensor_defs:
+        assert sensor_def.job_name == "ingest_job"
+
+
+def test_ingestion_graph_has_every_configured_stage():
+    settings = Settings.from_env()
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    expected = {"documents"}
+    expected |= {f"chunks_{s}" for s in settings.strategies}
+    expected |= {f"vectors_{s}" for s in settings.strategies}
+    expected |= {f"graph_{s}" for s in settings.graph_strategies}
+    assert expected <= keys
+    check_keys = {c.name for c in defs.resolve_asset_graph().asset_check_keys}
+    assert "documents_quality" in check_keys
+    assert {f"chunks_{s}_quality" for s in settings.strategies} <= check_keys
+
+
+def test_store_assets_are_serialized_by_pools():
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        name = key.to_user_string()
+        node = graph.get(key)
+        if name.startswith("vectors_"):
+            assert node.pools == {"weaviate"}
+        if name.startswith("graph_"):
+            assert node.pools == {"neo4j"}
