@@ -16,6 +16,7 @@ from dagster import (
 
 from assets._metadata import histogram_png, markdown_table
 from ragloom.chunking import get_chunker
+from ragloom.chunking.tokens import get_token_counter
 from ragloom.ingest import chunk_incremental
 from ragloom.quality import check_chunks
 from ragloom.tables import frame_to_documents
@@ -64,7 +65,7 @@ def build_chunk_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefi
                              "document, parents exist, no document lost")
     def _quality(context, documents: pd.DataFrame, artifacts: ArtifactStore) -> AssetCheckResult:
         chunks = artifacts.read(name)
-        outcome = check_chunks(chunks, documents, max_tokens=get_chunker(strategy).max_tokens)
+        outcome = check_chunks(chunks, documents, max_tokens=get_token_counter().max_tokens)
         return AssetCheckResult(passed=outcome.success, severity=AssetCheckSeverity.ERROR,
                                 metadata={**outcome.as_metadata(),
                                           "failures": markdown_table([o.__dict__ for o in outcome.failed()],

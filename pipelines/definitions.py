@@ -27,16 +27,20 @@ from resources import CorpusResource, default_resources
 
 SETTINGS = Settings.from_env()
 
-assets = [documents]
-checks = [documents_quality, no_rejected_files]
-for strategy in SETTINGS.strategies:
-    for asset_def, check_def in (build_chunk_assets(strategy), build_vector_assets(strategy)):
+
+def ingestion_assets(settings: Settings) -> tuple[list, list]:
+    """The ingestion asset graph and its checks for the configured strategies."""
+    assets, checks = [documents], [documents_quality, no_rejected_files]
+    for strategy in settings.strategies:
+        for asset_def, check_def in (build_chunk_assets(strategy), build_vector_assets(strategy)):
+            assets.append(asset_def)
+            checks.append(check_def)
+    for strategy in settings.graph_strategies:
+        asset_def, check_def = build_graph_assets(strategy)
         assets.append(asset_def)
         checks.append(check_def)
-for strategy in SETTINGS.graph_strategies:
-    asset_def, check_def = build_graph_assets(strategy)
-    assets.append(asset_def)
-    checks.append(check_def)
+    return assets, checks
+
 
 # The in-process executor: one process loads the models once; Dagster's default starts a process per
 # step (~2 s each, plus seconds of torch import) which dominates small incremental runs.
@@ -81,11 +85,16 @@ def uploads_sensor(context: SensorEvaluationContext, corpus: CorpusResource):
     )
 
 
-defs = Definitions(
-    assets=assets,
-    asset_checks=checks,
-    jobs=[ingest_job, query_job],
-    schedules=[nightly_reingest],
-    sensors=[uploads_sensor],
-    resources=default_resources(),
-)
+def build_defs(settings: Settings = SETTINGS, resources: dict | None = None) -> Definitions:
+    assets, checks = ingestion_assets(settings)
+    return Definitions(
+        assets=assets,
+        asset_checks=checks,
+        jobs=[ingest_job, query_job],
+        schedules=[nightly_reingest],
+        sensors=[uploads_sensor],
+        resources=resources or default_resources(),
+    )
+
+
+defs = build_defs()

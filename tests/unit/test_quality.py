@@ -17,6 +17,7 @@ def _chunks(**overrides):
         "chunk_id": ["c1", "c2", "c3"], "document_id": ["d1", "d1", "d2"],
         "text": ["alpha beta", "gamma", "delta"], "token_count": [2, 1, 1],
         "start": [0, 11, 0], "end": [10, 16, 5], "parent_id": [None, "c1", None],
+        "metadata": ["{}", "{}", "{}"],
     })
     for column, (row, value) in overrides.items():
         frame.loc[row, column] = value
@@ -49,6 +50,11 @@ def test_each_chunk_rule_fails_on_its_own_defect():
     for rule, override in cases.items():
         failed = _failed(check_chunks(_chunks(**override), _docs(), max_tokens=256))
         assert rule in failed, (rule, failed)
+
+
+def test_truncated_upper_levels_may_exceed_the_limit():
+    chunks = _chunks(token_count=(0, 999), metadata=(0, '{"embed_truncated": true}'))
+    assert check_chunks(chunks, _docs(), max_tokens=256).success
 
 
 def test_lost_document_is_named():
