@@ -1,0 +1,385 @@
+"""Every Cypher statement ragloom runs, as constants and pure builders returning (query, params).
+
+Data only ever travels as parameters; no value is formatted into query text. Every statement is scoped
+to one graph namespace (`$ns`): Neo4j Community has a single database, so each pipeline's (and each
+test's) graph is isolated by an `ns` property on every node, in every key and every filter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Query = tuple[str, dict[str, Any]]
+
+FULLTEXT_INDEX = "ragloom_entity_names"
+MAX_WALK_HOPS = 3
+
+# Uniqueness is per namespace: composite keys (ns, id). Community 5.26 accepts these.
+SCHEMA: tuple[str, ...] = (
+    "CREATE CONSTRAINT ragloom_document_key IF NOT EXISTS FOR (d:Document) REQUIRE (d.ns, d.document_id) IS UNIQUE",
+    "CREATE CONSTRAINT ragloom_chunk_key IF NOT EXISTS FOR (c:Chunk) REQUIRE (c.ns, c.chunk_id) IS UNIQUE",
+    "CREATE CONSTRAINT ragloom_entity_key IF NOT EXISTS FOR (e:Entity) REQUIRE (e.ns, e.entity_id) IS UNIQUE",
+    "CREATE INDEX ragloom_chunk_strategy IF NOT EXISTS FOR (c:Chunk) ON (c.ns, c.strategy)",
+    "CREATE INDEX ragloom_chunk_document IF NOT EXISTS FOR (c:Chunk) ON (c.ns, c.document_id)",
+    "CREATE INDEX ragloom_entity_norm IF NOT EXISTS FOR (e:Entity) ON (e.ns, e.norm)",
+    "CREATE FULLTEXT INDEX ragloom_entity_names IF NOT EXISTS FOR (e:Entity) ON EACH [e.name, e.aliases] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
+)
+AWAIT_INDEXES = "CALL db.awaitIndexes($seconds)"
+
+# --- writes (UNWIND over $rows; MERGE so a re-run changes nothing) ------------------------------------
+
+UPSERT_CHUNKS = """
+UNWIND $rows AS row
+MERGE (d:Document {ns: $ns, document_id: row.document_id})
+MERGE (c:Chunk {ns: $ns, chunk_id: row.chunk_id})
+ON CREATE SET c.extracted = false
+SET c.document_id = row.document_id, c.strategy = row.strategy, c.level = row.level,
+    c.position = row.position, c.scope_path = row.scope_path, c.parent_id = row.parent_id,
+    c.start = row.start, c.end = row.end, c.heading_path = row.heading_path
+MERGE (d)-[:HAS_CHUNK]->(c)
+"""
+
+LINK_PARENTS = """
+UNWIND $rows AS row
+MATCH (p:Chunk {ns: $ns, chunk_id: row.parent_id})
+MATCH (c:Chunk {ns: $ns, chunk_id: row.chunk_id})
+MERGE (p)-[:PARENT_OF]->(c)
+"""
+
+UNLINK_NEXT = """
+UNWIND $rows AS row
+MATCH (c:Chunk {ns: $ns, document_id: row.document_id})-[r:NEXT]->()
+WHERE c.strategy = row.strategy
+DELETE r
+"""
+
+LINK_NEXT = """
+UNWIND $rows AS row
+MATCH (a:Chunk {ns: $ns, chunk_id: row.source})
+MATCH (b:Chunk {ns: $ns, chunk_id: row.target})
+MERGE (a)-[:NEXT]->(b)
+"""
+
+# The stored name wins; other names this batch saw become aliases (the fulltext index covers both).
+UPSERT_ENTITIES = """
+UNWIND $rows AS row
+MERGE (e:Entity {ns: $ns, entity_id: row.entity_id})
+ON CREATE SET e.name = row.name, e.type = row.type, e.norm = row.norm, e.aliases = [], e.alias_norms = []
+WITH e, row
+SET e.aliases = e.aliases + [a IN row.aliases WHERE a <> e.name AND NOT a IN e.aliases],
+    e.alias_norms = e.alias_norms + [k IN row.alias_norms WHERE k <> e.norm AND NOT k IN e.alias_norms]
+"""
+
+WRITE_MENTIONS = """
+UNWIND $rows AS row
+MATCH (c:Chunk {ns: $ns, chunk_id: row.chunk_id})
+MATCH (e:Entity {ns: $ns, entity_id: row.entity_id})
+MERGE (c)-[m:MENTIONS]->(e)
+SET m.count = row.count
+"""
+
+# Evidence is a list of chunk ids with a parallel list of per-chunk weights, so withdrawing a chunk
+# subtracts exactly what it added. A chunk already in the list is not counted twice.
+WRITE_RELATIONS = """
+UNWIND $rows AS row
+MATCH (a:Entity {ns: $ns, entity_id: row.source})
+MATCH (b:Entity {ns: $ns, entity_id: row.target})
+MERGE (a)-[r:RELATED_TO {type: row.type}]->(b)
+ON CREATE SET r.chunk_ids = [], r.chunk_weights = [], r.weight = 0
+WITH r, row, [i IN range(0, size(row.chunk_ids) - 1) WHERE NOT row.chunk_ids[i] IN r.chunk_ids] AS fresh
+SET r.chunk_ids = r.chunk_ids + [i IN fresh | row.chunk_ids[i]],
+    r.chunk_weights = r.chunk_weights + [i IN fresh | row.weights[i]],
+    r.weight = r.weight + reduce(total = 0, i IN fresh | total + row.weights[i])
+"""
+
+MARK_EXTRACTED = """
+UNWIND $chunk_ids AS chunk_id
+MATCH (c:Chunk {ns: $ns, chunk_id: chunk_id})
+SET c.extracted = true
+"""
+
+# --- deletion: one pass over all removed chunks ------------------------------------------------------
+
+# Relations with evidence in the removed chunks: every evidence chunk mentions both ends, so the
+# relations to update hang off the entities those chunks mention.
+WITHDRAW_EVIDENCE = """
+UNWIND $chunk_ids AS chunk_id
+MATCH (:Chunk {ns: $ns, chunk_id: chunk_id})-[:MENTIONS]->(e:Entity)
+WITH DISTINCT e
+MATCH (e)-[r:RELATED_TO]->(:Entity)
+WITH DISTINCT r
+WHERE any(x IN r.chunk_ids WHERE x IN $chunk_ids)
+WITH r, [i IN range(0, size(r.chunk_ids) - 1) WHERE NOT r.chunk_ids[i] IN $chunk_ids] AS keep
+WITH r, [i IN keep | r.chunk_ids[i]] AS ids, [i IN keep | r.chunk_weights[i]] AS weights
+SET r.chunk_ids = ids, r.chunk_weights = weights, r.weight = reduce(total = 0, w IN weights | total + w)
+WITH r, size(ids) = 0 AS unsupported
+FOREACH (_ IN CASE WHEN unsupported THEN [1] ELSE [] END | DELETE r)
+RETURN count(*) AS updated, count(CASE WHEN unsupported THEN 1 END) AS deleted
+"""
+
+REMOVAL_SCOPE = """
+UNWIND $chunk_ids AS chunk_id
+MATCH (c:Chunk {ns: $ns, chunk_id: chunk_id})
+OPTIONAL MATCH (c)-[:MENTIONS]->(e:Entity)
+RETURN collect(DISTINCT c.document_id) AS document_ids, collect(DISTINCT e.entity_id) AS entity_ids
+"""
+
+DELETE_CHUNKS = """
+UNWIND $chunk_ids AS chunk_id
+MATCH (c:Chunk {ns: $ns, chunk_id: chunk_id})
+DETACH DELETE c
+RETURN count(*) AS deleted
+"""
+
+DELETE_ORPHAN_ENTITIES = """
+UNWIND $entity_ids AS entity_id
+MATCH (e:Entity {ns: $ns, entity_id: entity_id})
+WHERE NOT EXISTS { (:Chunk)-[:MENTIONS]->(e) }
+DETACH DELETE e
+RETURN count(*) AS deleted
+"""
+
+DELETE_EMPTY_DOCUMENTS = """
+UNWIND $document_ids AS document_id
+MATCH (d:Document {ns: $ns, document_id: document_id})
+WHERE NOT EXISTS { (d)-[:HAS_CHUNK]->() }
+DETACH DELETE d
+RETURN count(*) AS deleted
+"""
+
+CLEAR_LABEL = {
+    "Chunk": "MATCH (n:Chunk) WHERE n.ns = $ns WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+    "Entity": "MATCH (n:Entity) WHERE n.ns = $ns WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+    "Document": "MATCH (n:Document) WHERE n.ns = $ns WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+}
+
+# --- reads --------------------------------------------------------------------------------------------
+
+CHUNK_STATES = """
+MATCH (c:Chunk) WHERE c.ns = $ns AND c.strategy = $strategy
+RETURN c.chunk_id AS chunk_id, c.document_id AS document_id, coalesce(c.extracted, false) AS extracted
+"""
+
+CHUNK_IDS_ALL = "MATCH (c:Chunk) WHERE c.ns = $ns RETURN c.chunk_id AS chunk_id"
+CHUNK_IDS_OF_STRATEGY = "MATCH (c:Chunk) WHERE c.ns = $ns AND c.strategy = $strategy RETURN c.chunk_id AS chunk_id"
+
+ENTITY_KEYS = """
+MATCH (e:Entity) WHERE e.ns = $ns
+RETURN e.entity_id AS entity_id, e.type AS type, [e.norm] + coalesce(e.alias_norms, []) AS keys
+"""
+
+SEARCH_ENTITIES = """
+CALL db.index.fulltext.queryNodes($index, $query) YIELD node, score
+WHERE node.ns = $ns
+RETURN node.entity_id AS entity_id, node.name AS name, node.type AS type, score
+LIMIT $limit
+"""
+
+ENTITIES_BY_NAMES = """
+MATCH (e:Entity) WHERE e.ns = $ns AND (e.norm IN $names OR any(k IN e.alias_norms WHERE k IN $names))
+RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type, e.norm AS norm,
+       COUNT { (:Chunk)-[:MENTIONS]->(e) } AS chunks
+ORDER BY chunks DESC, e.entity_id
+LIMIT $limit
+"""
+
+ENTITIES_BY_IDS = """
+UNWIND $entity_ids AS entity_id
+MATCH (e:Entity {ns: $ns, entity_id: entity_id})
+RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type
+"""
+
+# One hop of a walk: the relations of the frontier, strongest first. Hops are expanded one query at a
+# time, so the hop count never appears in query text.
+WALK_HOP = """
+UNWIND $frontier AS entity_id
+MATCH (a:Entity {ns: $ns, entity_id: entity_id})-[r:RELATED_TO]-(b:Entity)
+WHERE ($types IS NULL OR r.type IN $types) AND NOT b.entity_id IN $expanded
+RETURN startNode(r).entity_id AS source_id, startNode(r).name AS source,
+       endNode(r).entity_id AS target_id, endNode(r).name AS target, r.type AS type, r.weight AS weight,
+       b.entity_id AS entity_id, b.name AS name, b.type AS entity_type
+ORDER BY weight DESC, source_id, target_id, type
+LIMIT $limit
+"""
+
+# Score: mention counts, each entity weighted by its specificity 1 / ln(2 + chunks it appears in), so a
+# chunk naming a rare seed ranks above one naming a hub such as "United States".
+CHUNKS_FOR_ENTITIES = """
+MATCH (e:Entity) WHERE e.ns = $ns AND e.entity_id IN $entity_ids
+MATCH (c:Chunk)-[m:MENTIONS]->(e)
+WHERE c.ns = $ns AND c.strategy = $strategy AND ($scope_paths IS NULL OR c.scope_path IN $scope_paths)
+WITH e, collect({chunk_id: c.chunk_id, count: m.count}) AS hits
+WITH hits, 1.0 / log(2.0 + size(hits)) AS specificity
+UNWIND hits AS hit
+WITH hit.chunk_id AS chunk_id, sum(hit.count * specificity) AS score
+RETURN chunk_id, score
+ORDER BY score DESC, chunk_id
+LIMIT $limit
+"""
+
+STATS = """
+CALL () { MATCH (d:Document) WHERE d.ns = $ns RETURN count(d) AS documents }
+CALL () { MATCH (c:Chunk) WHERE c.ns = $ns RETURN count(c) AS chunks }
+CALL () { MATCH (e:Entity) WHERE e.ns = $ns RETURN count(e) AS entities }
+CALL () { MATCH (c:Chunk)-[m:MENTIONS]->() WHERE c.ns = $ns RETURN count(m) AS mentions }
+CALL () {
+  MATCH (e:Entity)-[r:RELATED_TO]->() WHERE e.ns = $ns
+  RETURN count(r) AS relations, count(CASE WHEN r.type = $cooccurs THEN 1 END) AS cooccurrence_relations
+}
+RETURN documents, chunks, entities, mentions, relations, cooccurrence_relations
+"""
+
+ENTITY_DEGREES = """
+MATCH (e:Entity) WHERE e.ns = $ns
+RETURN e.name AS name, e.type AS type, COUNT { (e)-[:RELATED_TO]-() } AS degree,
+       COUNT { (:Chunk)-[:MENTIONS]->(e) } AS chunks
+ORDER BY degree DESC, chunks DESC, name
+"""
+
+EMPTY_ENTITY_NAMES = """
+MATCH (e:Entity) WHERE e.ns = $ns AND (e.name IS NULL OR trim(e.name) = '')
+RETURN count(e) AS n
+"""
+
+# A MENTIONS must start at a Chunk of this namespace; anything else is dangling.
+DANGLING_MENTIONS = """
+MATCH (x)-[m:MENTIONS]->(e:Entity) WHERE e.ns = $ns AND (NOT x:Chunk OR x.ns IS NULL OR x.ns <> $ns)
+RETURN count(m) AS n
+"""
+
+
+def lucene_query(text: str) -> str:
+    """User text as a Lucene query that matches its words: special characters escaped, and operator
+    words (AND, OR, NOT, TO) lower-cased so they are searched for instead of obeyed."""
+    escaped = []
+    for ch in text.lower():
+        if ch in _LUCENE_SPECIAL:
+            escaped.append("\\" + ch)
+        elif ch.isspace() or ch.isprintable():
+            escaped.append(" " if ch.isspace() else ch)
+    return " ".join("".join(escaped).split())
+
+
+_LUCENE_SPECIAL = frozenset('+-&|!(){}[]^"~*?:\\/')
+
+
+def batched(rows: list[Any], size: int) -> list[list[Any]]:
+    return [rows[i: i + size] for i in range(0, len(rows), size)]
+
+
+def upsert_chunks(ns: str, rows: list[dict[str, Any]]) -> Query:
+    return UPSERT_CHUNKS, {"ns": ns, "rows": rows}
+
+
+def link_parents(ns: str, rows: list[dict[str, Any]]) -> Query:
+    return LINK_PARENTS, {"ns": ns, "rows": rows}
+
+
+def unlink_next(ns: str, groups: list[dict[str, str]]) -> Query:
+    return UNLINK_NEXT, {"ns": ns, "rows": groups}
+
+
+def link_next(ns: str, rows: list[dict[str, str]]) -> Query:
+    return LINK_NEXT, {"ns": ns, "rows": rows}
+
+
+def upsert_entities(ns: str, rows: list[dict[str, Any]]) -> Query:
+    return UPSERT_ENTITIES, {"ns": ns, "rows": rows}
+
+
+def write_mentions(ns: str, rows: list[dict[str, Any]]) -> Query:
+    return WRITE_MENTIONS, {"ns": ns, "rows": rows}
+
+
+def write_relations(ns: str, rows: list[dict[str, Any]]) -> Query:
+    return WRITE_RELATIONS, {"ns": ns, "rows": rows}
+
+
+def mark_extracted(ns: str, chunk_ids: list[str]) -> Query:
+    return MARK_EXTRACTED, {"ns": ns, "chunk_ids": chunk_ids}
+
+
+def withdraw_evidence(ns: str, chunk_ids: list[str]) -> Query:
+    return WITHDRAW_EVIDENCE, {"ns": ns, "chunk_ids": chunk_ids}
+
+
+def removal_scope(ns: str, chunk_ids: list[str]) -> Query:
+    return REMOVAL_SCOPE, {"ns": ns, "chunk_ids": chunk_ids}
+
+
+def delete_chunks(ns: str, chunk_ids: list[str]) -> Query:
+    return DELETE_CHUNKS, {"ns": ns, "chunk_ids": chunk_ids}
+
+
+def delete_orphan_entities(ns: str, entity_ids: list[str]) -> Query:
+    return DELETE_ORPHAN_ENTITIES, {"ns": ns, "entity_ids": entity_ids}
+
+
+def delete_empty_documents(ns: str, document_ids: list[str]) -> Query:
+    return DELETE_EMPTY_DOCUMENTS, {"ns": ns, "document_ids": document_ids}
+
+
+def clear_label(ns: str, label: str, batch: int = 10_000) -> Query:
+    if label not in CLEAR_LABEL:
+        raise ValueError(f"unknown label {label!r}; expected one of {sorted(CLEAR_LABEL)}")
+    return CLEAR_LABEL[label], {"ns": ns, "batch": batch}
+
+
+def chunk_states(ns: str, strategy: str) -> Query:
+    return CHUNK_STATES, {"ns": ns, "strategy": strategy}
+
+
+def chunk_ids(ns: str, strategy: str | None = None) -> Query:
+    if strategy is None:
+        return CHUNK_IDS_ALL, {"ns": ns}
+    return CHUNK_IDS_OF_STRATEGY, {"ns": ns, "strategy": strategy}
+
+
+def entity_keys(ns: str) -> Query:
+    return ENTITY_KEYS, {"ns": ns}
+
+
+def search_entities(ns: str, text: str, limit: int = 10) -> Query | None:
+    """None when the text has nothing to search for."""
+    query = lucene_query(text)
+    if not query.strip("\\ "):
+        return None
+    return SEARCH_ENTITIES, {"ns": ns, "index": FULLTEXT_INDEX, "query": query, "limit": int(limit)}
+
+
+def entities_by_names(ns: str, names: list[str], limit: int = 50) -> Query:
+    return ENTITIES_BY_NAMES, {"ns": ns, "names": list(names), "limit": int(limit)}
+
+
+def entities_by_ids(ns: str, entity_ids: list[str]) -> Query:
+    return ENTITIES_BY_IDS, {"ns": ns, "entity_ids": list(entity_ids)}
+
+
+def walk_hop(ns: str, frontier: list[str], expanded: list[str], relation_types: list[str] | None,
+             limit: int) -> Query:
+    return WALK_HOP, {"ns": ns, "frontier": list(frontier), "expanded": list(expanded),
+                      "types": list(relation_types) if relation_types is not None else None, "limit": int(limit)}
+
+
+def chunks_for_entities(ns: str, entity_ids: list[str], strategy: str, scope_paths: list[str] | None,
+                        limit: int) -> Query:
+    return CHUNKS_FOR_ENTITIES, {"ns": ns, "entity_ids": list(entity_ids), "strategy": strategy,
+                                 "scope_paths": list(scope_paths) if scope_paths is not None else None,
+                                 "limit": int(limit)}
+
+
+def stats(ns: str, cooccurs: str = "CO_OCCURS") -> Query:
+    return STATS, {"ns": ns, "cooccurs": cooccurs}
+
+
+def entity_degrees(ns: str) -> Query:
+    return ENTITY_DEGREES, {"ns": ns}
+
+
+def empty_entity_names(ns: str) -> Query:
+    return EMPTY_ENTITY_NAMES, {"ns": ns}
+
+
+def dangling_mentions(ns: str) -> Query:
+    return DANGLING_MENTIONS, {"ns": ns}

@@ -1,0 +1,305 @@
+"""The Neo4j graph of one namespace: documents, chunks, entities, mentions and relations; writes and lookups.
+
+Model: (:Document)-[:HAS_CHUNK]->(:Chunk), (:Chunk)-[:NEXT]->(:Chunk) in reading order per document,
+strategy and level, (:Chunk)-[:PARENT_OF]->(:Chunk), (:Chunk)-[:MENTIONS {count}]->(:Entity),
+(:Entity)-[:RELATED_TO {type, weight, chunk_ids, chunk_weights}]->(:Entity). Chunk ids are the Weaviate
+chunk ids. All Cypher lives in ragloom.stores.cypher.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ragloom.errors import ConfigError, StoreError
+from ragloom.extraction.resolution import KnownEntity
+from ragloom.stores import cypher
+from ragloom.types import Chunk
+
+if TYPE_CHECKING:
+    from neo4j import Driver
+
+    from ragloom.extraction.extractor import Extraction
+    from ragloom.settings import Settings
+
+DEFAULT_BATCH_SIZE = 5_000  # rows per write transaction (UNWIND)
+MIN_BATCH_SIZE = 1_000
+
+
+class Neo4jStore:
+    """One graph namespace in Neo4j. ``connect`` opens (and ``close`` closes) its own driver; a store made
+    from a driver you pass leaves that driver open."""
+
+    def __init__(self, driver: Driver, namespace: str, *, database: str | None = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE, owns_driver: bool = False) -> None:
+        if not isinstance(namespace, str) or not namespace.strip():
+            raise ConfigError(f"graph namespace must be a non-empty string, got {namespace!r}")
+        if batch_size < MIN_BATCH_SIZE:
+            raise ConfigError(f"neo4j write batch size must be >= {MIN_BATCH_SIZE} rows, got {batch_size}")
+        self.driver = driver
+        self.namespace = namespace
+        self.database = database
+        self.batch_size = batch_size
+        self._owns_driver = owns_driver
+        self._schema_ready = False
+
+    @classmethod
+    def connect(cls, settings: Settings, namespace: str | None = None, **kwargs: Any) -> Neo4jStore:
+        """A store on the configured server (RAGLOOM_NEO4J_URI/USER/PASSWORD), namespace RAGLOOM_GRAPH_NAMESPACE."""
+        from neo4j import GraphDatabase
+        from neo4j.exceptions import AuthError, DriverError, Neo4jError
+
+        uri = settings.resolved_neo4j_uri
+        if not settings.neo4j_password:
+            raise ConfigError("RAGLOOM_NEO4J_PASSWORD is unset and the local stack has not generated one: "
+                              "run `ragloom stack up` or set RAGLOOM_NEO4J_PASSWORD")
+        try:
+            driver = GraphDatabase.driver(uri, auth=(settings.neo4j_user, settings.neo4j_password))
+        except (DriverError, ValueError) as e:
+            raise StoreError(f"neo4j: invalid URI {uri!r}: {e}") from e
+        try:
+            driver.verify_connectivity()
+        except AuthError as e:
+            driver.close()
+            raise StoreError(f"neo4j at {uri} refused user {settings.neo4j_user!r}: check RAGLOOM_NEO4J_USER and "
+                             "RAGLOOM_NEO4J_PASSWORD") from e
+        except (DriverError, Neo4jError, OSError) as e:
+            driver.close()
+            raise StoreError(f"neo4j at {uri} is unreachable ({e}): is it running? `ragloom stack up` starts "
+                             "the local one") from e
+        return cls(driver, namespace or settings.graph_namespace, owns_driver=True, **kwargs)
+
+    def close(self) -> None:
+        if self._owns_driver:
+            self.driver.close()
+
+    def __enter__(self) -> Neo4jStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- plumbing -------------------------------------------------------------------------------------
+
+    def _run(self, query: cypher.Query, write: bool = False) -> list[dict[str, Any]]:
+        """One statement in a managed transaction (retried by the driver on transient errors)."""
+        from neo4j import NotificationMinimumSeverity
+        from neo4j.exceptions import DriverError, Neo4jError
+
+        text, params = query
+
+        def work(tx: Any) -> list[dict[str, Any]]:
+            return [record.data() for record in tx.run(text, params)]
+
+        try:
+            # Notifications off: "property does not exist yet" warnings on an empty graph are noise in logs.
+            with self.driver.session(database=self.database,
+                                     notifications_min_severity=NotificationMinimumSeverity.OFF) as session:
+                return session.execute_write(work) if write else session.execute_read(work)
+        except (Neo4jError, DriverError) as e:
+            raise StoreError(f"neo4j ({'write' if write else 'read'} in namespace {self.namespace!r}): {e}") from e
+
+    def _write_rows(self, builder: Any, rows: list[Any]) -> int:
+        for batch in cypher.batched(rows, self.batch_size):
+            self._run(builder(self.namespace, batch), write=True)
+        return len(rows)
+
+    def ensure_schema(self) -> None:
+        """Constraints, indexes and the entity full-text index (idempotent); waits until they are online."""
+        if self._schema_ready:
+            return
+        for statement in cypher.SCHEMA:
+            try:
+                self._run((statement, {}), write=True)
+            except StoreError as e:
+                # Another process created the same rule between our IF NOT EXISTS check and ours.
+                if "AlreadyExists" not in str(getattr(e.__cause__, "code", "")):
+                    raise
+        self._run((cypher.AWAIT_INDEXES, {"seconds": 120}))
+        self._schema_ready = True
+
+    # --- writes ---------------------------------------------------------------------------------------
+
+    def upsert_chunks(self, chunks: list[Chunk]) -> int:
+        """Document and chunk nodes (properties refreshed), HAS_CHUNK, and PARENT_OF to each chunk's parent."""
+        self.ensure_schema()
+        rows = [{
+            "chunk_id": c.chunk_id, "document_id": c.document_id, "strategy": c.strategy, "level": c.level,
+            "position": c.position, "scope_path": c.scope.path, "parent_id": c.parent_id, "start": c.start,
+            "end": c.end, "heading_path": list(c.heading_path),
+        } for c in chunks]
+        self._write_rows(cypher.upsert_chunks, rows)
+        parents = [{"parent_id": c.parent_id, "chunk_id": c.chunk_id} for c in chunks if c.parent_id]
+        self._write_rows(cypher.link_parents, parents)
+        return len(rows)
+
+    def relink_next(self, chunks: list[Chunk]) -> int:
+        """Rebuild NEXT for every (document, strategy) these chunks belong to; pass all current chunks of
+        those documents. Returns the number of NEXT links."""
+        groups: dict[tuple[str, str, int], list[Chunk]] = defaultdict(list)
+        for c in chunks:
+            groups[(c.document_id, c.strategy, c.level)].append(c)
+        documents = sorted({(doc, strategy) for doc, strategy, _ in groups})
+        self._write_rows(cypher.unlink_next, [{"document_id": d, "strategy": s} for d, s in documents])
+        links = []
+        for members in groups.values():
+            members.sort(key=lambda c: (c.position, c.start))
+            pairs = zip(members, members[1:], strict=False)
+            links.extend({"source": a.chunk_id, "target": b.chunk_id} for a, b in pairs)
+        self._write_rows(cypher.link_next, links)
+        return len(links)
+
+    def write_extraction(self, extraction: Extraction, chunk_ids: Iterable[str]) -> dict[str, int]:
+        """Entities (merged onto existing ones by id), mentions and relation evidence of extracted chunks,
+        then marks ``chunk_ids`` as extracted. The chunk nodes must exist (``upsert_chunks``)."""
+        self.ensure_schema()
+        entity_rows = []
+        for e in extraction.entities:
+            keys = extraction.keys.get(e.entity_id, ())
+            entity_rows.append({"entity_id": e.entity_id, "name": e.name, "type": e.type,
+                                "norm": keys[0] if keys else e.name.casefold(),
+                                "aliases": [e.name, *e.aliases], "alias_norms": list(keys[1:])})
+        self._write_rows(cypher.upsert_entities, entity_rows)
+        mention_rows = [{"chunk_id": m.chunk_id, "entity_id": m.entity_id, "count": m.count}
+                        for m in extraction.mentions]
+        self._write_rows(cypher.write_mentions, mention_rows)
+        evidence: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)
+        for r in extraction.relations:
+            per_chunk = evidence[(r.source_id, r.target_id, r.type)]
+            per_chunk[r.chunk_id] = per_chunk.get(r.chunk_id, 0) + r.weight
+        relation_rows = [{"source": s, "target": t, "type": k, "chunk_ids": list(per_chunk),
+                          "weights": list(per_chunk.values())} for (s, t, k), per_chunk in evidence.items()]
+        self._write_rows(cypher.write_relations, relation_rows)
+        self._write_rows(cypher.mark_extracted, list(chunk_ids))
+        return {"entities": len(entity_rows), "mentions": len(mention_rows), "relations": len(relation_rows)}
+
+    def delete_chunks(self, chunk_ids: Iterable[str]) -> dict[str, int]:
+        """Remove chunks with their links in one pass: withdraw their relation evidence, delete relations,
+        entities and documents nothing supports any more."""
+        ids = sorted(set(chunk_ids))
+        counts = {"chunks": 0, "relations_updated": 0, "relations_deleted": 0, "entities_deleted": 0,
+                  "documents_deleted": 0}
+        if not ids:
+            return counts
+        self.ensure_schema()
+        documents: set[str] = set()
+        entities: set[str] = set()
+        for batch in cypher.batched(ids, self.batch_size):
+            scope = self._run(cypher.removal_scope(self.namespace, batch), write=True)
+            if scope:
+                documents.update(scope[0]["document_ids"])
+                entities.update(scope[0]["entity_ids"])
+            withdrawn = self._run(cypher.withdraw_evidence(self.namespace, batch), write=True)
+            if withdrawn:
+                counts["relations_updated"] += withdrawn[0]["updated"]
+                counts["relations_deleted"] += withdrawn[0]["deleted"]
+            counts["chunks"] += self._run(cypher.delete_chunks(self.namespace, batch), write=True)[0]["deleted"]
+        for batch in cypher.batched(sorted(entities), self.batch_size):
+            counts["entities_deleted"] += self._run(
+                cypher.delete_orphan_entities(self.namespace, batch), write=True)[0]["deleted"]
+        for batch in cypher.batched(sorted(documents), self.batch_size):
+            counts["documents_deleted"] += self._run(
+                cypher.delete_empty_documents(self.namespace, batch), write=True)[0]["deleted"]
+        return counts
+
+    def clear(self) -> int:
+        """Delete everything in this namespace (in batches); returns the number of nodes deleted."""
+        total = 0
+        for label in ("Chunk", "Entity", "Document"):
+            while True:
+                deleted = self._run(cypher.clear_label(self.namespace, label), write=True)[0]["deleted"]
+                total += deleted
+                if deleted == 0:
+                    break
+        return total
+
+    # --- reads ----------------------------------------------------------------------------------------
+
+    def chunk_ids(self, strategy: str | None = None) -> set[str]:
+        return {r["chunk_id"] for r in self._run(cypher.chunk_ids(self.namespace, strategy))}
+
+    def chunk_states(self, strategy: str) -> dict[str, tuple[str, bool]]:
+        """chunk id -> (document id, whether its extraction was written completely)."""
+        rows = self._run(cypher.chunk_states(self.namespace, strategy))
+        return {r["chunk_id"]: (r["document_id"], bool(r["extracted"])) for r in rows}
+
+    def known_entities(self) -> list[KnownEntity]:
+        """Every entity's id, type and normalized names, so new surface forms resolve onto it."""
+        return [KnownEntity(r["entity_id"], r["type"], tuple(k for k in r["keys"] if k))
+                for r in self._run(cypher.entity_keys(self.namespace))]
+
+    def search_entities(self, text: str, limit: int = 10) -> list[dict]:
+        """Full-text seed lookup over entity names and aliases: [{entity_id, name, type, score}]."""
+        query = cypher.search_entities(self.namespace, text, limit)
+        return [] if query is None else self._run(query)
+
+    def entities_by_names(self, names: list[str], limit: int = 50) -> list[dict]:
+        """Entities whose normalized name or alias equals one of ``names`` (see normalize_name):
+        [{entity_id, name, type, norm, chunks}] (norm: the normalized canonical name), most mentioned first."""
+        names = [n for n in dict.fromkeys(names) if n]
+        if not names:
+            return []
+        return self._run(cypher.entities_by_names(self.namespace, names, limit))
+
+    def walk(self, entity_ids: list[str], max_hops: int, relation_types: list[str] | None = None,
+             limit: int = 200) -> dict:
+        """Breadth-first over RELATED_TO from the seeds, strongest relations first, at most
+        ``cypher.MAX_WALK_HOPS`` hops (larger values are capped) and ``limit`` edges.
+
+        Returns {"nodes": [{entity_id, name, type, hop}], "edges": [{source, type, target, weight,
+        source_id, target_id}]} with edges in their stored direction and entity names as source/target.
+        """
+        if isinstance(max_hops, bool) or not isinstance(max_hops, int) or max_hops < 0:
+            raise StoreError(f"walk: max_hops must be a non-negative int, got {max_hops!r}")
+        hops = min(max_hops, cypher.MAX_WALK_HOPS)
+        seeds = self._run(cypher.entities_by_ids(self.namespace, list(dict.fromkeys(entity_ids))))
+        nodes: dict[str, dict] = {r["entity_id"]: {**r, "hop": 0} for r in seeds}
+        edges: dict[tuple[str, str, str], dict] = {}
+        frontier = list(nodes)
+        expanded: list[str] = []
+        for hop in range(1, hops + 1):
+            remaining = limit - len(edges)
+            if not frontier or remaining <= 0:
+                break
+            rows = self._run(cypher.walk_hop(self.namespace, frontier, expanded, relation_types, remaining))
+            expanded.extend(frontier)
+            frontier = []
+            for r in rows:
+                key = (r["source_id"], r["type"], r["target_id"])
+                if key in edges or len(edges) >= limit:
+                    continue
+                edges[key] = {"source": r["source"], "type": r["type"], "target": r["target"],
+                              "weight": r["weight"], "source_id": r["source_id"], "target_id": r["target_id"]}
+                if r["entity_id"] not in nodes:
+                    nodes[r["entity_id"]] = {"entity_id": r["entity_id"], "name": r["name"],
+                                             "type": r["entity_type"], "hop": hop}
+                    frontier.append(r["entity_id"])
+        return {"nodes": list(nodes.values()), "edges": list(edges.values())}
+
+    def chunks_for_entities(self, entity_ids: list[str], strategy: str, scope_paths: list[str] | None = None,
+                            limit: int = 50) -> list[tuple[str, float]]:
+        """Chunks of ``strategy`` (within ``scope_paths`` when given) mentioning the entities, best first:
+        score = sum of mention counts, each weighted by 1 / ln(2 + chunks mentioning that entity)."""
+        if not entity_ids:
+            return []
+        rows = self._run(cypher.chunks_for_entities(self.namespace, entity_ids, strategy, scope_paths, limit))
+        return [(r["chunk_id"], float(r["score"])) for r in rows]
+
+    def stats(self, top: int = 10) -> dict:
+        """Counts, the ``top`` entities by degree, and every entity's degree (for a histogram)."""
+        counts = self._run(cypher.stats(self.namespace))[0]
+        degrees = self._run(cypher.entity_degrees(self.namespace))
+        return {**counts, "top_entities": degrees[:top], "degrees": [r["degree"] for r in degrees]}
+
+    # --- checks ---------------------------------------------------------------------------------------
+
+    def empty_entity_names(self) -> int:
+        return self._run(cypher.empty_entity_names(self.namespace))[0]["n"]
+
+    def dangling_mentions(self) -> int:
+        return self._run(cypher.dangling_mentions(self.namespace))[0]["n"]
+
+    def chunk_ids_not_in(self, ids: set[str], strategy: str) -> list[str]:
+        """Chunks of ``strategy`` in the graph that are not in ``ids`` (the current chunk set), sorted."""
+        return sorted(self.chunk_ids(strategy) - set(ids))

@@ -1,0 +1,229 @@
+"""sync_graph against the real Neo4j with spaCy on MuSiQue paragraphs: ingest, re-ingest, change, delete, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragloom.errors import ConfigError
+from ragloom.extraction import EntityExtractor, load_nlp
+from ragloom.indexing.graph import sync_graph
+from ragloom.stores.neo4j import Neo4jStore
+from ragloom.types import Chunk, make_chunk_id
+
+MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / "corpus.jsonl"
+# Three documents made of real paragraphs; "Tennessee", "American" and the House of Representatives recur.
+DOCUMENTS = {
+    "tennessee": ["mq0026", "mq1000"],
+    "politicians": ["mq1617", "mq1618", "mq1622"],
+    "places": ["mq1170", "mq1870"],
+}
+STRATEGY = "recursive"
+
+
+@pytest.fixture(scope="module")
+def paragraphs() -> dict[str, str]:
+    if not MUSIQUE.exists():
+        pytest.fail(f"evaluation data missing: {MUSIQUE} (see ../shared/data/README.md)")
+    wanted = {pid for ids in DOCUMENTS.values() for pid in ids} | {"mq1626"}
+    with MUSIQUE.open(encoding="utf-8") as handle:
+        rows = (json.loads(line) for line in handle)
+        return {r["_id"]: r["text"] for r in rows if r["_id"] in wanted}
+
+
+@pytest.fixture(scope="module")
+def extractor() -> EntityExtractor:
+    return EntityExtractor(load_nlp())
+
+
+def make_chunks(document_id: str, texts: list[str]) -> list[Chunk]:
+    chunks, offset = [], 0
+    for position, text in enumerate(texts):
+        start, end = offset, offset + len(text)
+        chunks.append(Chunk(chunk_id=make_chunk_id(document_id, STRATEGY, "test", start, end, text),
+                            document_id=document_id, strategy=STRATEGY, text=text, start=start, end=end,
+                            token_count=len(text.split()), position=position))
+        offset = end + 2
+    return chunks
+
+
+@pytest.fixture
+def corpus(paragraphs) -> dict[str, list[Chunk]]:
+    return {doc: make_chunks(doc, [paragraphs[p] for p in ids]) for doc, ids in DOCUMENTS.items()}
+
+
+@pytest.fixture
+def store(neo4j_driver, namespace):
+    s = Neo4jStore(neo4j_driver, namespace)
+    yield s
+    s.clear()
+
+
+def everything(corpus: dict[str, list[Chunk]]) -> list[Chunk]:
+    return [c for chunks in corpus.values() for c in chunks]
+
+
+def snapshot(driver, ns: str) -> dict:
+    """The whole graph of a namespace as plain data (names left out: the stored name is whichever came first)."""
+    def rows(query: str) -> list[dict]:
+        records, _, _ = driver.execute_query(query, ns=ns)
+        return [r.data() for r in records]
+
+    return {
+        "entities": {(r["id"], r["type"]) for r in rows("MATCH (e:Entity {ns: $ns}) RETURN e.entity_id AS id, "
+                                                         "e.type AS type")},
+        "mentions": {(r["c"], r["e"]): r["n"] for r in rows(
+            "MATCH (c:Chunk {ns: $ns})-[m:MENTIONS]->(e) RETURN c.chunk_id AS c, e.entity_id AS e, m.count AS n")},
+        "relations": {(r["s"], r["t"], r["type"]): (r["w"], tuple(sorted(zip(r["ids"], r["ws"], strict=True))))
+                      for r in rows("MATCH (a:Entity {ns: $ns})-[r:RELATED_TO]->(b) RETURN a.entity_id AS s, "
+                                    "b.entity_id AS t, r.type AS type, r.weight AS w, r.chunk_ids AS ids, "
+                                    "r.chunk_weights AS ws")},
+        "next": {(r["a"], r["b"]) for r in rows("MATCH (a:Chunk {ns: $ns})-[:NEXT]->(b) "
+                                                "RETURN a.chunk_id AS a, b.chunk_id AS b")},
+        "documents": {r["d"] for r in rows("MATCH (d:Document {ns: $ns}) RETURN d.document_id AS d")},
+        "chunk_props": {r["c"]: (r["doc"], r["pos"]) for r in rows(
+            "MATCH (c:Chunk {ns: $ns}) RETURN c.chunk_id AS c, c.document_id AS doc, c.position AS pos")},
+    }
+
+
+def entity_named(store: Neo4jStore, key: str) -> str | None:
+    rows = store.entities_by_names([key])
+    return rows[0]["entity_id"] if rows else None
+
+
+def assert_consistent(graph: dict, chunks: list[Chunk]) -> None:
+    ids = {c.chunk_id for c in chunks}
+    assert set(graph["chunk_props"]) == ids
+    assert graph["chunk_props"] == {c.chunk_id: (c.document_id, c.position) for c in chunks}
+    expected_next = set()
+    by_doc: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_doc.setdefault(c.document_id, []).append(c)
+    for doc_chunks in by_doc.values():
+        doc_chunks.sort(key=lambda c: c.position)
+        expected_next |= {(a.chunk_id, b.chunk_id) for a, b in zip(doc_chunks, doc_chunks[1:], strict=False)}
+    assert graph["next"] == expected_next
+    assert graph["documents"] == set(by_doc)
+    mentioned = {e for _, e in graph["mentions"]}
+    assert {e for e, _ in graph["entities"]} == mentioned  # no orphan entities
+    for (source, target, _), (weight, evidence) in graph["relations"].items():
+        assert source in mentioned and target in mentioned
+        assert evidence and weight == sum(w for _, w in evidence)
+        assert {cid for cid, _ in evidence} <= ids
+
+
+def test_ingest_then_reingest_changes_nothing(store, extractor, corpus, neo4j_driver, namespace):
+    chunks = everything(corpus)
+    messages: list[str] = []
+    first = sync_graph(store, extractor, STRATEGY, chunks, log=messages.append)
+    assert (first.chunks_added, first.chunks_removed, first.chunks_unchanged) == (len(chunks), 0, 0)
+    assert first.entities > 10 and first.mentions >= first.entities and first.relations > 0
+    assert first.extract_seconds > 0 and first.write_seconds > 0 and 0 <= first.merge_ratio < 1
+    assert any("extracted" in m for m in messages)
+    graph = snapshot(neo4j_driver, namespace)
+    assert_consistent(graph, chunks)
+    tennessee = entity_named(store, "tennessee")
+    assert tennessee is not None
+    assert {c for c, e in graph["mentions"] if e == tennessee} == {c.chunk_id for c in chunks}
+    assert store.empty_entity_names() == 0 and store.dangling_mentions() == 0
+    assert store.chunk_ids_not_in({c.chunk_id for c in chunks}, STRATEGY) == []
+    assert any(t != "CO_OCCURS" for _, _, t in graph["relations"])  # SVO triples made it in
+
+    again = sync_graph(store, extractor, STRATEGY, chunks)
+    assert (again.chunks_added, again.chunks_removed, again.chunks_unchanged) == (0, 0, len(chunks))
+    assert again.entities == again.mentions == again.relations == 0 and not again.changed
+    assert snapshot(neo4j_driver, namespace) == graph
+
+
+def test_change_and_delete_documents(store, extractor, corpus, paragraphs, neo4j_driver, namespace):
+    sync_graph(store, extractor, STRATEGY, everything(corpus))
+    before = snapshot(neo4j_driver, namespace)
+    old_chunk = corpus["politicians"][1]  # Samuel Axley Smith
+    smith, tennessee = entity_named(store, "samuel axley smith"), entity_named(store, "tennessee")
+    assert smith and tennessee
+    shared_relations = {k: v for k, v in before["relations"].items() if any(c == old_chunk.chunk_id for c, _ in v[1])
+                        and len(v[1]) > 1}
+    assert shared_relations, "the paragraph should share some relation evidence with another chunk"
+
+    # Change a document: its middle paragraph is replaced. The last paragraph moves (its offsets change), so
+    # it gets a new chunk id too, as the chunkers would give it.
+    texts = [paragraphs["mq1617"], paragraphs["mq1626"], paragraphs["mq1622"]]
+    old_ids = {c.chunk_id for c in corpus["politicians"]}
+    corpus["politicians"] = make_chunks("politicians", texts)
+    new_ids = {c.chunk_id for c in corpus["politicians"]}
+    removed, added = old_ids - new_ids, new_ids - old_ids
+    assert old_chunk.chunk_id in removed and len(removed) == len(added) == 2
+    report = sync_graph(store, extractor, STRATEGY, everything(corpus))
+    assert (report.chunks_added, report.chunks_removed, report.documents_touched) == (2, 2, 1)
+    assert report.chunks_unchanged == len(everything(corpus)) - 2
+    assert report.entities_deleted >= 1
+    after = snapshot(neo4j_driver, namespace)
+    assert_consistent(after, everything(corpus))
+    assert entity_named(store, "samuel axley smith") is None  # orphan gone
+    assert entity_named(store, "robert malone bugg") is not None
+    assert entity_named(store, "tennessee") == tennessee  # shared entity kept, same id
+    for key, (weight, evidence) in shared_relations.items():
+        kept = {c: w for c, w in evidence if c not in removed}
+        if key not in after["relations"]:
+            assert not kept  # only the removed chunks supported it
+            continue
+        new_weight, new_evidence = after["relations"][key]
+        new_evidence = dict(new_evidence)
+        assert not removed & set(new_evidence)  # evidence of removed chunks withdrawn
+        assert {c: new_evidence[c] for c in kept} == kept  # the rest untouched
+        assert new_weight == weight - sum(w for c, w in evidence if c in removed) + \
+            sum(w for c, w in new_evidence.items() if c in added)
+
+    # Delete a document.
+    places = corpus.pop("places")
+    hookers_bend = entity_named(store, "hookers bend")
+    assert hookers_bend
+    report = sync_graph(store, extractor, STRATEGY, everything(corpus))
+    assert (report.chunks_added, report.chunks_removed, report.documents_deleted) == (0, len(places), 1)
+    final = snapshot(neo4j_driver, namespace)
+    assert_consistent(final, everything(corpus))
+    assert entity_named(store, "hookers bend") is None
+    assert entity_named(store, "tennessee") == tennessee
+    assert store.chunk_ids_not_in({c.chunk_id for c in everything(corpus)}, STRATEGY) == []
+
+    # The incrementally maintained graph equals one built from scratch from the final chunks.
+    scratch = Neo4jStore(neo4j_driver, namespace + "_scratch")
+    try:
+        sync_graph(scratch, extractor, STRATEGY, everything(corpus))
+        assert snapshot(neo4j_driver, scratch.namespace) == final
+    finally:
+        scratch.clear()
+
+
+def test_resumes_chunks_whose_extraction_was_not_written(store, extractor, corpus, neo4j_driver, namespace):
+    chunks = everything(corpus)
+    store.ensure_schema()
+    store.upsert_chunks(chunks[:3])  # as if a run died after writing chunk nodes, before their entities
+    report = sync_graph(store, extractor, STRATEGY, chunks)
+    assert report.chunks_added == len(chunks)
+    complete = Neo4jStore(neo4j_driver, namespace + "_complete")
+    try:
+        sync_graph(complete, extractor, STRATEGY, chunks)
+        assert snapshot(neo4j_driver, namespace) == snapshot(neo4j_driver, complete.namespace)
+    finally:
+        complete.clear()
+    assert all(extracted for _, extracted in store.chunk_states(STRATEGY).values())
+
+
+def test_hostile_text_is_data(store, extractor, corpus, neo4j_driver, namespace):
+    chunks = everything(corpus)
+    sync_graph(store, extractor, STRATEGY, chunks)
+    count = len(store.chunk_ids())
+    text = 'Acme"}) DETACH DELETE n // was founded by John Smith in Paris. MATCH (n) DETACH DELETE n'
+    hostile = make_chunks('doc"}) DETACH DELETE n //', [text])
+    sync_graph(store, extractor, STRATEGY, chunks + hostile)
+    assert len(store.chunk_ids()) == count + 1
+    assert_consistent(snapshot(neo4j_driver, namespace), chunks + hostile)
+    assert entity_named(store, "john smith") is not None
+
+
+def test_chunks_of_another_strategy_are_refused(store, extractor, corpus):
+    with pytest.raises(ConfigError, match="strategy"):
+        sync_graph(store, extractor, "headered", everything(corpus))

@@ -1,0 +1,359 @@
+"""Entity normalization and resolution (with real name variants from MuSiQue), and spaCy extraction."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ragloom.errors import ConfigError
+from ragloom.extraction import (
+    COOCCURS,
+    EntityExtractor,
+    EntityResolver,
+    KnownEntity,
+    load_nlp,
+    make_entity_id,
+    normalize_name,
+    query_entities,
+)
+from ragloom.extraction.nlp import VerbLemmatizer
+from ragloom.extraction.resolution import clean_surface, initials, singular
+from ragloom.types import Chunk
+
+MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / "corpus.jsonl"
+
+# Surface forms that occur in the MuSiQue corpus and name one entity each.
+SAME_ENTITY = [
+    ("GPE", ["the United States", "United States", "The United States", "the United States'"]),
+    ("GPE", ["U.S.", "US"]),
+    ("GPE", ["USA", "U.S.A."]),
+    ("GPE", ["the United Kingdom", "United Kingdom", "the United Kingdom's"]),
+    ("GPE", ["D.C.", "DC"]),
+    ("GPE", ["South Africa", "South Africa's"]),
+    ("GPE", ["the People's Republic of China", "People's Republic of China"]),
+    ("PERSON", ["Kim Jong-il", "Kim Jong Il", "Kim Jong - il", "Kim Jong-il's"]),
+    ("EVENT", ["World War I.", "World War I"]),
+    ("EVENT", ["the Summer Olympics", "Summer Olympics"]),
+    ("ORG", ["the European Union", "European Union", "The European Union"]),
+    ("NORP", ["Americans", "American"]),
+    ("NORP", ["Germans", "German"]),
+]
+# Near-duplicates in MuSiQue that are spelling variants of one name: fuzzy resolution merges them.
+FUZZY_SAME = [
+    ("ORG", "Bharatiya Janata Party", "Bharatiya Janta Party"),
+    ("PERSON", "Gamal Abdel Nasser", "Gamal Abdul Nasser"),
+    ("PERSON", "Abraham Pietersen van Deursen", "Abraham Pietersen van Deusen"),
+    ("LOC", "South East Asia", "Southeast Asia"),
+    ("GPE", "United States", "United State"),
+]
+# Pairs in MuSiQue that a plain similarity ratio >= 85 puts together but that are different entities.
+FUZZY_DIFFERENT = [
+    ("PERSON", "Henry III", "Henry VIII"),
+    ("PERSON", "Louis XIV", "Louis XVI"),
+    ("EVENT", "World War I", "World War II"),
+    ("GPE", "East Germany", "West Germany"),
+    ("GPE", "North Carolina", "South Carolina"),
+    ("GPE", "Australia", "Austria"),
+    ("GPE", "Gujarat", "Gujarati"),
+    ("PERSON", "Kim Jong-nam", "Kim Yong Nam"),
+    ("PERSON", "Dale Johnson", "Dave Johnson"),
+    ("NORP", "Prussians", "Russians"),
+    ("ORG", "New York Mets", "New York Nets"),
+    ("ORG", "26th Chess Olympiad", "36th Chess Olympiad"),
+    ("GPE", "Turin", "Turpin"),
+    ("GPE", "Charleston", "Charlestown"),
+    ("ORG", "Sumer", "Sumter"),
+    ("PERSON", "David Jackson", "David Jason"),
+    ("PERSON", "Maria", "Marcia"),
+    ("PERSON", "Smith", "Smiths"),
+]
+# Acronyms in MuSiQue and the names they abbreviate (the surface of the acronym first).
+ACRONYMS = [
+    ("GPE", "U.S.", "United States"),
+    ("GPE", "UK", "the United Kingdom"),
+    ("GPE", "PRC", "the People's Republic of China"),
+    ("ORG", "EU", "European Union"),
+    ("ORG", "BJP", "Bharatiya Janata Party"),
+    ("ORG", "NATO", "North Atlantic Treaty Organization"),
+]
+
+
+@pytest.fixture(scope="module")
+def musique_text() -> str:
+    if not MUSIQUE.exists():
+        pytest.fail(f"evaluation data missing: {MUSIQUE} (see ../shared/data/README.md)")
+    with MUSIQUE.open(encoding="utf-8") as handle:
+        return "\n".join(json.loads(line)["text"] for line in handle)
+
+
+def test_the_variants_are_real_musique_surface_forms(musique_text):
+    forms = [f for _, group in SAME_ENTITY for f in group]
+    forms += [f for _, a, b in FUZZY_SAME + FUZZY_DIFFERENT + ACRONYMS for f in (a, b)]
+    # Corpus text writes some hyphens spaced ("Kim Jong - nam"); compare ignoring that.
+    flat = musique_text.replace(" - ", "-")
+    missing = [f for f in forms if f not in musique_text and f.replace(" - ", "-") not in flat]
+    assert not missing
+
+
+@pytest.mark.parametrize(("etype", "forms"), SAME_ENTITY)
+def test_normalize_name_folds_real_variants(etype, forms):
+    keys = {normalize_name(f, etype) for f in forms}
+    assert len(keys) == 1, keys
+    assert all(keys)
+
+
+def test_normalize_name_examples():
+    assert normalize_name("The United States'") == "united states"
+    assert normalize_name("U.S.") == "us"
+    assert normalize_name("Kim Jong - il") == "kim jong il"
+    assert normalize_name("Americans", "NORP") == "american"
+    assert normalize_name("Americans", "ORG") == "americans"  # plurals fold only for plural types
+    assert normalize_name("Universität Göttingen") == "universitat gottingen"
+    assert normalize_name("  St.   Louis ") == "st louis"
+    assert normalize_name("AT&T") == "at&t"
+    assert normalize_name("the") == "the"  # a bare determiner is a name, not an empty key
+    assert normalize_name("'s") == "s"
+
+
+@given(st.text(alphabet=st.sampled_from(list("abcXYZ .,'-\"()&é\t\n")), max_size=40))
+def test_normalize_name_is_lowercase_and_single_spaced(text):
+    key = normalize_name(text)
+    assert key == key.casefold()
+    assert key == " ".join(key.split())
+
+
+@given(st.lists(st.sampled_from(["new", "York", "city", "Mets", "o'neil", "U.S."]), min_size=1, max_size=5))
+def test_normalize_name_ignores_case_and_spacing(words):
+    assert normalize_name(" ".join(words)) == normalize_name("  ".join(w.upper() for w in words))
+
+
+def test_singular_and_initials():
+    assert [singular(w) for w in ("americans", "filipinos", "companies", "churches", "swiss", "chinese", "jews")] == \
+        ["american", "filipino", "company", "church", "swiss", "chinese", "jew"]
+    assert initials("peoples republic of china") == "prc"
+    assert initials("north atlantic treaty organization") == "nato"
+    assert initials("paris") == ""
+
+
+def test_clean_surface_strips_quotes_determiners_and_possessives():
+    assert clean_surface("'' Catholic Church'") == "Catholic Church"
+    assert clean_surface("the United Kingdom's") == "United Kingdom"
+    assert clean_surface("Society of Jesus (") == "Society of Jesus"
+    assert clean_surface("Los Angeles (CA)") == "Los Angeles (CA)"
+
+
+def _resolve(pairs: list[tuple[str, str]], counts: list[int] | None = None, **kwargs):
+    counts = counts or [1] * len(pairs)
+    return EntityResolver(**kwargs).resolve(Counter(dict(zip(pairs, counts, strict=True))))
+
+
+@pytest.mark.parametrize(("etype", "forms"), SAME_ENTITY)
+def test_resolver_merges_surface_forms_into_one_entity_with_aliases(etype, forms):
+    counts = list(range(len(forms), 0, -1))
+    res = _resolve([(etype, f) for f in forms], counts)
+    ids = {res.entity_of[(etype, f)] for f in forms}
+    assert len(ids) == 1
+    entity = res.entities[ids.pop()]
+    assert entity.name == clean_surface(forms[0])  # the most frequent form, cleaned, names it
+    assert set(entity.aliases) == {clean_surface(f) for f in forms} - {entity.name}
+
+
+@pytest.mark.parametrize(("etype", "a", "b"), FUZZY_SAME)
+def test_fuzzy_merge_of_real_spelling_variants(etype, a, b):
+    res = _resolve([(etype, a), (etype, b)], [3, 1])
+    assert res.entity_of[(etype, a)] == res.entity_of[(etype, b)]
+    entity = res.entities[res.entity_of[(etype, a)]]
+    assert entity.name == a and b in entity.aliases
+    assert res.keys[entity.entity_id] == (normalize_name(a, etype), normalize_name(b, etype))
+    assert res.fuzzy_merges
+
+
+@pytest.mark.parametrize(("etype", "a", "b"), FUZZY_DIFFERENT)
+def test_fuzzy_merge_keeps_real_lookalikes_apart(etype, a, b):
+    res = _resolve([(etype, a), (etype, b)])
+    assert res.entity_of[(etype, a)] != res.entity_of[(etype, b)]
+
+
+@pytest.mark.parametrize(("etype", "acronym", "name"), ACRONYMS)
+def test_acronyms_resolve_onto_the_name_they_abbreviate(etype, acronym, name):
+    for counts in ([5, 1], [1, 5]):  # whichever form is more frequent
+        res = _resolve([(etype, acronym), (etype, name)], counts)
+        assert res.entity_of[(etype, acronym)] == res.entity_of[(etype, name)]
+        entity = res.entities[res.entity_of[(etype, name)]]
+        assert entity.entity_id == make_entity_id(etype, normalize_name(name, etype))
+        assert res.acronym_merges
+
+
+def test_acronyms_need_capitals_one_expansion_and_not_people():
+    lower = _resolve([("GPE", "us"), ("GPE", "United States")])
+    assert len(lower.entities) == 2  # "us" written in lower case is not an acronym
+    ambiguous = _resolve([("LOC", "CA"), ("LOC", "Central Asia"), ("LOC", "Cape Agulhas")])
+    assert len(ambiguous.entities) == 3
+    people = _resolve([("PERSON", "JS"), ("PERSON", "John Smith")])
+    assert len(people.entities) == 2
+
+
+def test_a_name_resolves_onto_a_known_acronym():
+    known = [KnownEntity(make_entity_id("ORG", "nato"), "ORG", ("nato",))]
+    res = EntityResolver().resolve(Counter({("ORG", "North Atlantic Treaty Organization"): 1}), known)
+    assert set(res.entity_of.values()) == {known[0].entity_id}
+
+
+def test_fuzzy_threshold_is_configurable():
+    pair = [("ORG", "Bharatiya Janata Party"), ("ORG", "Bharatiya Janta Party")]
+    assert len(_resolve(pair, fuzzy_threshold=90).entities) == 1
+    assert len(_resolve(pair, fuzzy_threshold=100).entities) == 2
+    with pytest.raises(ValueError):
+        EntityResolver(fuzzy_threshold=0)
+
+
+def test_never_merges_across_types():
+    res = _resolve([("PERSON", "Washington"), ("GPE", "Washington"), ("ORG", "Bharatiya Janata Party"),
+                    ("PERSON", "Bharatiya Janta Party")])
+    assert res.entity_of[("PERSON", "Washington")] != res.entity_of[("GPE", "Washington")]
+    assert res.entity_of[("ORG", "Bharatiya Janata Party")] != res.entity_of[("PERSON", "Bharatiya Janta Party")]
+    assert {e.type for e in res.entities.values()} == {"PERSON", "GPE", "ORG"}
+
+
+def test_entity_ids_come_from_type_and_normalized_name_and_agree_across_batches():
+    first = _resolve([("GPE", "the United States"), ("GPE", "Paris")])
+    second = _resolve([("GPE", "United States"), ("ORG", "Paris")])
+    us = make_entity_id("GPE", "united states")
+    assert first.entity_of[("GPE", "the United States")] == us == second.entity_of[("GPE", "United States")]
+    assert first.entity_of[("GPE", "Paris")] != second.entity_of[("ORG", "Paris")]
+
+
+def test_known_entities_keep_their_ids_and_absorb_variants():
+    known = [KnownEntity(make_entity_id("ORG", "bharatiya janata party"), "ORG", ("bharatiya janata party", "bjp"))]
+    res = EntityResolver().resolve(Counter({("ORG", "Bharatiya Janta Party"): 5, ("ORG", "BJP"): 2}), known)
+    assert set(res.entity_of.values()) == {known[0].entity_id}
+    # The batch's most frequent form is offered as a name; the store keeps the stored name and adds it as alias.
+    assert res.entities[known[0].entity_id].aliases == ("BJP",)
+    assert res.keys[known[0].entity_id][0] == "bharatiya janata party"
+
+
+def test_merge_ratio_counts_folded_surface_forms():
+    res = _resolve([("GPE", "U.S."), ("GPE", "US"), ("GPE", "France")])
+    assert res.surface_forms == 3
+    assert res.merged_forms == 1
+    assert res.merge_ratio == pytest.approx(1 / 3)
+
+
+def test_empty_keys_make_no_entity():
+    res = _resolve([("ORG", "''"), ("ORG", " - ")])
+    assert res.entities == {} and res.entity_of == {}
+
+
+# --- spaCy -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return load_nlp()
+
+
+def _chunk(i: int, text: str, document_id: str = "doc") -> Chunk:
+    return Chunk(chunk_id=f"c{i}", document_id=document_id, strategy="recursive", text=text, start=0, end=len(text),
+                 token_count=0, position=i)
+
+
+def test_load_nlp_runs_only_what_extraction_needs(nlp):
+    assert {"ner", "parser"} <= set(nlp.pipe_names)
+    assert not {"tagger", "lemmatizer", "attribute_ruler"} & set(nlp.pipe_names)
+
+
+def test_without_svo_the_sentence_recognizer_replaces_the_parser():
+    fast = load_nlp(svo=False)
+    assert "senter" in fast.pipe_names and "parser" not in fast.pipe_names
+    result = EntityExtractor(fast).extract([_chunk(0, "Microsoft acquired GitHub. Angela Merkel visited Berlin.")])
+    named = {e.entity_id: e.name for e in result.entities}
+    pairs = {frozenset((named[r.source_id], named[r.target_id])) for r in result.relations}
+    assert pairs == {frozenset(("Microsoft", "GitHub")), frozenset(("Angela Merkel", "Berlin"))}
+    assert {r.type for r in result.relations} == {COOCCURS}
+
+
+def test_load_nlp_unknown_model_is_a_config_error():
+    with pytest.raises(ConfigError, match="no_such_pipeline_xyz"):
+        load_nlp("no_such_pipeline_xyz")
+
+
+def test_verb_lemmas_without_the_tagger(nlp):
+    lemma = VerbLemmatizer(nlp)
+    assert [lemma(w) for w in ("founded", "published", "was", "wrote", "acquired")] == \
+        ["found", "publish", "be", "write", "acquire"]
+
+
+@pytest.fixture(scope="module")
+def extraction(nlp):
+    texts = [
+        "Barack Obama visited Paris in 2009. Angela Merkel stayed in Berlin with three advisers.",
+        "Apple was founded by Steve Jobs in California. Microsoft acquired GitHub in 2018.",
+        "Paris is the capital of France. Paris hosted the Summer Olympics.",
+    ]
+    result = EntityExtractor(nlp).extract([_chunk(i, t) for i, t in enumerate(texts)])
+    return result, {e.entity_id: e for e in result.entities}
+
+
+def _named(entities, name):
+    return next(e for e in entities.values() if e.name == name)
+
+
+def test_extract_keeps_named_types_and_skips_numbers(extraction):
+    _, entities = extraction
+    names = {e.name for e in entities.values()}
+    assert {"Barack Obama", "Paris", "Angela Merkel", "Berlin", "Steve Jobs", "Microsoft", "GitHub"} <= names
+    assert not {"2009", "2018", "three"} & names
+    assert all(e.type not in ("DATE", "CARDINAL") for e in entities.values())
+
+
+def test_numeric_types_can_be_kept(nlp):
+    result = EntityExtractor(nlp, entity_types=("GPE", "DATE")).extract([_chunk(0, "Paris grew fast in 2009.")])
+    assert {(e.name, e.type) for e in result.entities} == {("Paris", "GPE"), ("2009", "DATE")}
+
+
+def test_mentions_count_repeats_within_a_chunk(extraction):
+    result, entities = extraction
+    paris = _named(entities, "Paris").entity_id
+    assert {(m.chunk_id, m.count) for m in result.mentions if m.entity_id == paris} == {("c0", 1), ("c2", 2)}
+
+
+def test_cooccurrence_is_per_sentence(extraction):
+    result, entities = extraction
+    obama, paris, berlin = (_named(entities, n).entity_id for n in ("Barack Obama", "Paris", "Berlin"))
+    pairs = {frozenset((r.source_id, r.target_id)) for r in result.relations if r.type == COOCCURS}
+    assert frozenset((obama, paris)) in pairs
+    assert frozenset((obama, berlin)) not in pairs  # different sentences
+
+
+def test_svo_triples_use_verb_lemmas_and_passive_agents(extraction):
+    result, entities = extraction
+    named = {e.entity_id: e.name for e in entities.values()}
+    triples = {(named[r.source_id], r.type, named[r.target_id]) for r in result.relations if r.type != COOCCURS}
+    assert ("Microsoft", "ACQUIRE", "GitHub") in triples
+    assert ("Steve Jobs", "FOUND", "Apple") in triples  # "Apple was founded by Steve Jobs"
+    assert ("Barack Obama", "VISIT", "Paris") in triples
+
+
+def test_ids_agree_across_runs_and_batches(nlp):
+    extractor = EntityExtractor(nlp)
+    both = extractor.extract([_chunk(0, "Angela Merkel met Emmanuel Macron."),
+                              _chunk(1, "Emmanuel Macron lives in Paris.")])
+    alone = extractor.extract([_chunk(1, "Emmanuel Macron lives in Paris.")])
+    macron = {e.entity_id for e in both.entities if e.name == "Emmanuel Macron"}
+    assert macron and macron == {e.entity_id for e in alone.entities if e.name == "Emmanuel Macron"}
+
+
+def test_empty_and_entity_free_chunks(nlp):
+    result = EntityExtractor(nlp).extract([_chunk(0, ""), _chunk(1, "nothing to see here.")])
+    assert result.entities == [] and result.mentions == [] and result.relations == []
+    assert result.chunks == 2
+
+
+def test_query_entities_normalizes_names(nlp):
+    assert query_entities(nlp, "Where was Carl Rogers born?") == ["carl rogers"]
+    assert "us senate" in query_entities(nlp, "What did Americans think of the U.S. Senate?")
