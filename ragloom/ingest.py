@@ -105,11 +105,12 @@ def chunk_incremental(documents: list[Document], previous: pd.DataFrame | None, 
             kept.append(rows)
         else:
             to_chunk.append(doc)
-    for i, doc in enumerate(to_chunk, 1):
-        fresh.extend(chunker.chunk(doc))
-        fresh_hash[doc.document_id] = doc.content_hash
-        if i % progress_every == 0:
-            log(f"{chunker.name}: chunked {i}/{len(to_chunk)} changed documents")
+    # chunk_many lets a strategy batch across documents (semantic embeds all sentences in one call)
+    for i in range(0, len(to_chunk), progress_every):
+        batch = to_chunk[i : i + progress_every]
+        fresh.extend(chunker.chunk_many(batch))
+        fresh_hash.update((doc.document_id, doc.content_hash) for doc in batch)
+        log(f"{chunker.name}: chunked {min(i + progress_every, len(to_chunk))}/{len(to_chunk)} changed documents")
     new_frame = chunks_to_frame(fresh)
     new_frame["document_hash"] = new_frame["document_id"].map(fresh_hash)
     new_frame["chunker_key"] = chunker_key

@@ -1,1 +1,34 @@
-"""chunking"""
+"""Documents -> Chunks: four strategies behind one interface, sized in the embedder's tokens."""
+
+from ragloom.chunking.base import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_OVERLAP,
+    Chunker,
+    HeadingIndex,
+    Span,
+    available_chunkers,
+    get_chunker,
+    register_chunker,
+)
+from ragloom.chunking.headered import HeaderedChunker
+from ragloom.chunking.hierarchical import HierarchicalChunker
+from ragloom.chunking.recursive import RecursiveChunker
+from ragloom.chunking.semantic import SemanticChunker
+from ragloom.chunking.tokens import TokenCounter, get_token_counter
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_OVERLAP",
+    "Chunker",
+    "HeaderedChunker",
+    "HeadingIndex",
+    "HierarchicalChunker",
+    "RecursiveChunker",
+    "SemanticChunker",
+    "Span",
+    "TokenCounter",
+    "available_chunkers",
+    "get_chunker",
+    "get_token_counter",
+    "register_chunker",
+]

@@ -1,0 +1,269 @@
+"""The one chunker interface, the registry, and everything strategies share (ids, positions, heading paths)."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from semantic_text_splitter import MarkdownSplitter, TextSplitter
+
+from ragloom.chunking.tokens import TokenCounter, get_token_counter
+from ragloom.errors import ChunkingError
+from ragloom.types import Chunk, Document, make_chunk_id, sha256_hex
+
+DEFAULT_CHUNK_SIZE = 200  # tokens incl. [CLS]/[SEP]; all-MiniLM-L6-v2 reads 256
+DEFAULT_OVERLAP = 30
+
+
+@dataclass(frozen=True)
+class Span:
+    """A piece a strategy chose; the base turns it into a Chunk."""
+
+    start: int
+    end: int
+    level: int = 0
+    parent: int | None = None  # index of the parent span in the list split() returned
+    embed_prefix: str = ""  # text put before the chunk text in embed_text (headered's heading path)
+    truncate_embed: bool = False  # longer than the model reads: embed_text is its longest prefix that fits
+
+
+class HeadingIndex:
+    """Heading paths of a document's spans. A span's path is the chain of headings whose sections hold all of its
+    content, heading lines at its edges aside: a chunk opening with `## 2 Part` then `### 2.1 Topic` and staying
+    in 2.1 sits under "2.1 Topic"; one that runs from 2.1 into 2.2 sits under "2 Part"."""
+
+    def __init__(self, document: Document) -> None:
+        self._document = document
+        text = document.text
+        self._line_starts = [h.start for h in document.headings]
+        self._line_ends = []
+        for h in document.headings:
+            newline = text.find("\n", h.start)
+            self._line_ends.append(len(text) if newline < 0 else newline)
+
+    def path_at(self, offset: int) -> list[str]:
+        return [h.title for h in self._document.headings if h.start <= offset < h.end]
+
+    def _heading_line_at(self, pos: int) -> int:
+        """Index of the heading whose line holds ``pos``, or -1."""
+        i = bisect.bisect_right(self._line_starts, pos) - 1
+        return i if i >= 0 and self._line_starts[i] <= pos < self._line_ends[i] else -1
+
+    def content_start(self, start: int, end: int) -> int | None:
+        """Where the first non-heading, non-blank line of the span starts; None when it has none."""
+        text = self._document.text
+        pos = start
+        while True:
+            while pos < end and text[pos].isspace():
+                pos += 1
+            if pos >= end:
+                return None
+            i = self._heading_line_at(pos)
+            if i < 0:
+                return pos
+            pos = self._line_ends[i]
+
+    def content_end(self, start: int, end: int) -> int:
+        """Just past the last non-heading, non-blank character of the span (call after content_start)."""
+        text = self._document.text
+        pos = end
+        while pos > start:
+            while pos > start and text[pos - 1].isspace():
+                pos -= 1
+            i = self._heading_line_at(pos - 1)
+            if i < 0:
+                return pos
+            pos = self._line_starts[i]
+        return pos
+
+    def path_for(self, start: int, end: int) -> list[str]:
+        first = self.content_start(start, end)
+        if first is None:
+            return self.path_at(start)  # only heading lines: where it starts
+        last = self.content_end(start, end)
+        return [h.title for h in self._document.headings if h.start <= first and last <= h.end]
+
+    def sections(self, max_level: int = 6) -> list[tuple[int, int]]:
+        """The document cut at every heading of level <= max_level, trimmed; a part that is only heading lines
+        (a title right above a subheading) joins the part after it, so no section is a bare heading."""
+        text = self._document.text
+        cuts = sorted({0, *(h.start for h in self._document.headings if h.level <= max_level), len(text)})
+        parts = [trim(text, a, b) for a, b in zip(cuts, cuts[1:], strict=False)]
+        parts = [(a, b) for a, b in parts if a < b]
+        merged: list[tuple[int, int]] = []
+        pending: int | None = None
+        for i, (a, b) in enumerate(parts):
+            if self.content_start(a, b) is None and i < len(parts) - 1:
+                pending = a if pending is None else pending
+                continue
+            merged.append((a if pending is None else pending, b))
+            pending = None
+        return merged
+
+
+def trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span without leading and trailing whitespace (start == end when it is blank)."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+class Chunker(ABC):
+    """Subclasses implement ``split(document) -> list[Span]``; ``chunk`` and ``chunk_many`` do the rest."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, counter: TokenCounter | None = None) -> None:
+        self.counter = counter or get_token_counter()
+        if not 8 <= chunk_size <= self.counter.max_tokens:
+            raise ChunkingError(f"{self.name}: chunk_size={chunk_size} must be between 8 and the model's input "
+                                f"limit {self.counter.max_tokens} (tokens, incl. special tokens)")
+        self.chunk_size = chunk_size
+
+    # what a subclass provides ----------------------------------------------------------------------
+    @abstractmethod
+    def split(self, document: Document) -> list[Span]:
+        """The spans of ``document``: trimmed, non-empty, offsets into ``document.text``."""
+
+    def params(self) -> dict[str, Any]:
+        """Every setting that changes the chunks; extend in subclasses."""
+        return {"chunk_size": self.chunk_size}
+
+    # what the base does once for all ---------------------------------------------------------------
+    @functools.cached_property
+    def params_key(self) -> str:
+        """Fingerprint of strategy, settings and tokenizer: part of every chunk id."""
+        payload = {"strategy": self.name, "tokenizer": self.counter.fingerprint, **self.params()}
+        return sha256_hex(json.dumps(payload, sort_keys=True, default=str))[:16]
+
+    def chunk(self, document: Document) -> list[Chunk]:
+        if not document.text.strip():
+            return []
+        spans = self.split(document)
+        text = document.text
+        headings = HeadingIndex(document)
+        texts = [text[s.start : s.end] for s in spans]
+        counts = self.counter.count_many(texts)
+        order = sorted(range(len(spans)), key=lambda i: (spans[i].level, spans[i].start, spans[i].end))
+        position_in_level: dict[int, int] = {}
+        ids: list[str] = [""] * len(spans)
+        chunks: dict[int, Chunk] = {}
+        for i in order:
+            span, chunk_text = spans[i], texts[i]
+            if not (0 <= span.start < span.end <= len(text)) or not chunk_text.strip():
+                raise ChunkingError(f"{self.name}: bad span {span} in {document.document_id!r}")
+            metadata = {**document.metadata, "title": document.title, "source_path": document.source_path}
+            if document.page_starts:
+                metadata["page"] = bisect.bisect_right(document.page_starts, span.start)
+            embed_text = span.embed_prefix + chunk_text
+            embed_count = counts[i] if not span.embed_prefix else self.counter.count(embed_text)
+            if span.truncate_embed:
+                if embed_count > self.counter.max_tokens:
+                    embed_text = self.counter.truncate(embed_text, self.counter.max_tokens)
+                    metadata["embed_truncated"] = True
+            elif embed_count > self.chunk_size:
+                raise ChunkingError(f"{self.name}: a chunk of {document.document_id!r} has {embed_count} tokens, "
+                                    f"over chunk_size={self.chunk_size}")
+            position = position_in_level.get(span.level, 0)
+            position_in_level[span.level] = position + 1
+            ids[i] = make_chunk_id(document.document_id, self.name, f"{self.params_key}:{span.level}",
+                                   span.start, span.end, chunk_text)
+            chunks[i] = Chunk(
+                chunk_id=ids[i], document_id=document.document_id, strategy=self.name, text=chunk_text,
+                start=span.start, end=span.end, token_count=counts[i], position=position, level=span.level,
+                heading_path=headings.path_for(span.start, span.end), embed_text=embed_text,
+                metadata=metadata, scope=document.scope,
+            )
+        for i, span in enumerate(spans):
+            if span.parent is not None:
+                chunks[i].parent_id = ids[span.parent]
+        if len(set(ids)) != len(ids):
+            raise ChunkingError(f"{self.name}: duplicate spans in {document.document_id!r}")
+        return [chunks[i] for i in order]
+
+    def chunk_many(self, documents: Iterable[Document]) -> list[Chunk]:
+        return [c for document in documents for c in self.chunk(document)]
+
+    # helpers for strategies ------------------------------------------------------------------------
+    def split_range(self, document: Document, start: int, end: int, max_tokens: int,
+                    overlap: int = 0) -> list[tuple[int, int]]:
+        """Trimmed pieces of ``document.text[start:end]`` of at most ``max_tokens`` tokens each (incl. special
+        tokens), cut at the coarsest boundary that fits: headings, paragraphs, sentences, words, characters.
+
+        semantic-text-splitter does the cutting; its ``chunk_indices`` offsets are character offsets
+        (checked in the tests on non-ASCII text), so they index Python strings directly.
+        """
+        capacity = max_tokens - self.counter.special_tokens
+        if capacity <= overlap:
+            raise ChunkingError(f"{self.name}: {max_tokens} tokens leaves no room next to overlap={overlap}")
+        markdown = document.format in ("markdown", "html") or bool(document.headings)
+        splitter = _splitter(self.counter, markdown, capacity, overlap)
+        text = document.text
+        # MarkdownSplitter keeps leading indentation even with trim=True; chunks here never start with blanks
+        pieces = [trim(text, start + offset, start + offset + len(piece))
+                  for offset, piece in splitter.chunk_indices(text[start:end]) if piece.strip()]
+        if not document.headings:
+            return pieces
+        # The splitter may leave a heading alone at the end of a full chunk; it belongs with what follows.
+        merged: list[tuple[int, int]] = []
+        i = 0
+        while i < len(pieces):
+            a, b = pieces[i]
+            if (i + 1 < len(pieces) and _HEADING_ONLY.match(text, a, b)
+                    and self.counter.count(text[a : pieces[i + 1][1]]) <= max_tokens):
+                pieces[i + 1] = (a, pieces[i + 1][1])
+            else:
+                merged.append((a, b))
+            i += 1
+        return merged
+
+
+_HEADING_ONLY = re.compile(r"(?:[ \t]{0,3}#{1,6}[ \t][^\n]*(?:\n\s*|\Z))+\Z")
+
+
+@functools.lru_cache(maxsize=256)
+def _splitter(counter: TokenCounter, markdown: bool, capacity: int, overlap: int) -> Any:
+    # building one costs ~35 ms (the tokenizer is serialized into Rust): share them across chunkers
+    kind = MarkdownSplitter if markdown else TextSplitter
+    return kind.from_huggingface_tokenizer(counter.tokenizer, capacity, overlap=overlap, trim=True)
+
+
+# registry ----------------------------------------------------------------------------------------------
+
+_REGISTRY: dict[str, type[Chunker]] = {}
+C = TypeVar("C", bound=type[Chunker])
+
+
+def register_chunker(name: str) -> Callable[[C], C]:
+    """Class decorator: makes a chunker available to ``get_chunker(name)``; a name can be taken once."""
+
+    def decorate(cls: C) -> C:
+        if name in _REGISTRY:
+            raise ChunkingError(f"chunker {name!r} is already registered ({_REGISTRY[name].__qualname__})")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def get_chunker(name: str, **params: Any) -> Chunker:
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise ChunkingError(f"unknown chunking strategy {name!r}; available: {', '.join(available_chunkers())}")
+    try:
+        return cls(**params)
+    except TypeError as e:
+        raise ChunkingError(f"bad parameters for chunker {name!r}: {e}") from e
+
+
+def available_chunkers() -> list[str]:
+    return sorted(_REGISTRY)

@@ -1,0 +1,339 @@
+"""Files under a root -> Documents, each bad file or JSONL line -> a Rejection; one bad source never stops a batch."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ragloom.errors import ParseError
+from ragloom.parsing.html import html_to_text
+from ragloom.parsing.jsonl import JsonlRecord, read_jsonl
+from ragloom.parsing.markdown import first_title, parse_headings
+from ragloom.parsing.pdf import pdf_to_text
+from ragloom.types import Document, Heading, Rejection, Scope, sha256_hex
+
+DEFAULT_MAX_BYTES = 50_000_000
+SIDECAR_SUFFIX = ".meta.json"
+SIDECAR_MAX_BYTES = 1_000_000
+FORMATS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".html": "html", ".htm": "html",
+           ".pdf": "pdf", ".jsonl": "jsonl"}
+_SIDECAR_KEYS = {"metadata", "scope", "title"}
+_TITLE_MAX_CHARS = 120
+
+
+@dataclass
+class ParseBatch:
+    documents: list[Document] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+
+
+def is_sidecar(path: Path | str) -> bool:
+    return str(path).endswith(SIDECAR_SUFFIX)
+
+
+def scope_from_upload_path(rel_path: str | PurePosixPath) -> Scope:
+    """Scope of an upload from its path relative to the uploads folder: `<tenant>/<user>/<chat>/...`.
+
+    The first three folders are tenant, user and chat; deeper folders are plain subfolders of the chat
+    (an agent scope comes only from a sidecar). A file directly in the uploads folder has no owner and is
+    refused rather than made visible to everyone.
+    """
+    parts = PurePosixPath(rel_path).parts[:-1]
+    if not parts:
+        raise ParseError("unscoped", f"{rel_path}: an upload must sit under <tenant>/<user>/<chat>/")
+    if any(part in ("..", ".") for part in parts):
+        raise ParseError("outside_root", f"{rel_path}: relative path components are not allowed")
+    try:
+        return Scope(*parts[:3])
+    except ValueError as e:
+        raise ParseError("malformed", f"{rel_path}: bad scope folders: {e}") from e
+
+
+def document_hash(text: str, title: str, metadata: dict[str, Any], scope: Scope) -> str:
+    """What incremental ingestion compares: changes when anything a chunk carries changes.
+
+    The text alone is not enough: a sidecar that moves a file to another scope must re-ingest it.
+    """
+    payload = {"text": text, "title": title, "metadata": metadata, "scope": scope.path}
+    return sha256_hex(json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 (with or without BOM), or UTF-16 with a BOM; anything else is binary or undecodable."""
+    if not data:
+        raise ParseError("empty", "zero-byte file")
+    if data.startswith(codecs.BOM_UTF8):
+        encoding = "utf-8-sig"
+    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"
+    else:
+        sample = data[:8192]
+        controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13, 11, 27))
+        if b"\x00" in data or controls > len(sample) * 0.05:
+            raise ParseError("binary", "NUL or control bytes: not a text file")
+        encoding = "utf-8"
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as e:
+        raise ParseError("undecodable", f"not {encoding}: byte {e.start}: {e.reason} "
+                                        "(accepted: UTF-8, or UTF-16 with a BOM)") from e
+    if "\x00" in text:
+        raise ParseError("binary", "NUL characters in decoded text")
+    if not text.strip():
+        raise ParseError("empty", "no text (only whitespace)")
+    return text
+
+
+def parse_path(
+    path: Path | str,
+    root: Path | str,
+    *,
+    scope: Scope | None = None,
+    scope_from_path: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    on_reject: Callable[[Rejection], None] | None = None,
+) -> list[Document]:
+    """The documents in one file (a JSONL file yields one per line).
+
+    ``path`` is absolute or relative to ``root``; the document id is the POSIX path relative to ``root``
+    (JSONL: ``<path>#<line id>``). A whole-file problem raises ParseError. A bad JSONL line goes to
+    ``on_reject`` when given (the other lines still parse), else it raises too.
+    """
+    lexical, real, rel = _locate(Path(path), Path(root))
+    fmt = FORMATS.get(PurePosixPath(rel).suffix.lower())  # the name as listed, even when a symlink
+    if fmt is None:
+        raise ParseError("unsupported", f"unsupported file type {Path(rel).suffix or '(none)'!r}; "
+                                        f"supported: {', '.join(sorted(FORMATS))}")
+    data, modified_at = _read_capped(real, max_bytes)
+    doc_scope = scope or Scope()
+    if scope_from_path:
+        doc_scope = _narrow(doc_scope, scope_from_upload_path(rel), rel)
+    sidecar = _read_sidecar(lexical, Path(root))
+    if "scope" in sidecar:
+        doc_scope = _narrow(doc_scope, sidecar["scope"], rel)
+    extra_metadata: dict[str, Any] = sidecar.get("metadata", {})
+    sidecar_title: str = sidecar.get("title", "")
+
+    if fmt == "jsonl":
+        return _jsonl_documents(data, rel, doc_scope, extra_metadata, modified_at, on_reject)
+
+    page_starts: list[int] = []
+    headings: list[Heading] = []
+    if fmt == "pdf":
+        text, page_starts, title = pdf_to_text(data)
+        title = title or _first_line_title(text)
+    elif fmt == "html":
+        try:
+            text, title = html_to_text(decode_text(data))
+        except RecursionError as e:
+            raise ParseError("corrupt", "HTML nested too deeply to parse") from e
+        if not text.strip():
+            raise ParseError("empty", "no text left after removing page boilerplate")
+        headings = parse_headings(text)
+        title = title or first_title(headings)
+    else:
+        text = decode_text(data)
+        if fmt == "markdown":
+            headings = parse_headings(text)
+            title = first_title(headings)
+        else:
+            title = _first_line_title(text)
+    title = sidecar_title or title or Path(rel).stem
+    return [Document(
+        document_id=rel, title=title, text=text, source_path=rel, format=fmt,
+        content_hash=document_hash(text, title, extra_metadata, doc_scope), modified_at=modified_at,
+        headings=headings, page_starts=page_starts, metadata=dict(extra_metadata), scope=doc_scope,
+    )]
+
+
+def parse_sources(
+    paths_or_dirs: Iterable[Path | str],
+    root: Path | str,
+    *,
+    scope: Scope | None = None,
+    scope_from_path: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> ParseBatch:
+    """Parse files and folders (walked recursively, in sorted order) under ``root``; never raises for one bad source.
+
+    Hidden files and folders (a leading dot) and `*.meta.json` sidecars are not documents and are skipped.
+    """
+    batch = ParseBatch()
+    seen: set[str] = set()
+    root_abs = Path(os.path.abspath(root))
+    for path in _iter_files(paths_or_dirs, Path(root), batch.rejections):
+        key = os.path.normpath(root_abs / path)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            batch.documents.extend(parse_path(path, root, scope=scope, scope_from_path=scope_from_path,
+                                              max_bytes=max_bytes, on_reject=batch.rejections.append))
+        except ParseError as e:
+            batch.rejections.append(Rejection(_display(path, Path(root)), e.reason, e.detail))
+        except OSError as e:
+            batch.rejections.append(Rejection(_display(path, Path(root)), "unreadable", f"{type(e).__name__}: {e}"))
+        except Exception as e:  # a parser bug on one odd file must not sink the batch; the detail says what
+            batch.rejections.append(Rejection(_display(path, Path(root)), "corrupt", f"{type(e).__name__}: {e}"))
+    return batch
+
+
+# helpers ---------------------------------------------------------------------------------------------
+
+
+def _locate(path: Path, root: Path) -> tuple[Path, Path, str]:
+    """(path as named, real path, POSIX path relative to root); refuses `..` escapes and symlinks leaving root."""
+    root_abs = Path(os.path.abspath(root))
+    lexical = Path(os.path.normpath(path if path.is_absolute() else root_abs / path))
+    try:
+        rel = lexical.relative_to(root_abs).as_posix()
+    except ValueError as e:
+        raise ParseError("outside_root", f"{path} is outside the source root {root}") from e
+    if rel == ".":
+        if not lexical.exists():
+            raise ParseError("unreadable", f"{path}: no such file or folder")
+        raise ParseError("unsupported", f"{path} is the source root itself, not a file")
+    real = lexical.resolve()
+    if not real.is_relative_to(root_abs.resolve()):
+        raise ParseError("outside_root", f"{rel} resolves to {real}, outside the source root")
+    return lexical, real, rel
+
+
+def _read_capped(real: Path, max_bytes: int) -> tuple[bytes, float]:
+    try:
+        info = real.stat()
+    except FileNotFoundError as e:
+        raise ParseError("unreadable", "no such file") from e
+    if not stat.S_ISREG(info.st_mode):
+        raise ParseError("unsupported", "not a regular file")
+    if info.st_size > max_bytes:
+        raise ParseError("oversized", f"{info.st_size} bytes > limit {max_bytes}")
+    with real.open("rb") as handle:
+        data = handle.read(max_bytes + 1)  # the file may have grown since stat()
+    if len(data) > max_bytes:
+        raise ParseError("oversized", f"more than {max_bytes} bytes")
+    return data, info.st_mtime
+
+
+def _read_sidecar(lexical: Path, root: Path) -> dict[str, Any]:
+    sidecar = lexical.with_name(lexical.name + SIDECAR_SUFFIX)
+    if not sidecar.exists() and not sidecar.is_symlink():
+        return {}
+    try:
+        _, real_sidecar, _ = _locate(sidecar, root)
+        data, _ = _read_capped(real_sidecar, SIDECAR_MAX_BYTES)
+        raw = json.loads(decode_text(data))
+    except (ParseError, json.JSONDecodeError) as e:
+        raise ParseError("malformed", f"sidecar {sidecar.name}: {e}") from e
+    if not isinstance(raw, dict) or set(raw) - _SIDECAR_KEYS:
+        # a typo such as "scopes" must not silently publish a private file to everyone
+        raise ParseError("malformed", f"sidecar {sidecar.name}: expected an object with keys from "
+                                      f"{sorted(_SIDECAR_KEYS)}, got {sorted(raw) if isinstance(raw, dict) else raw!r}")
+    out: dict[str, Any] = {}
+    if "metadata" in raw:
+        if not isinstance(raw["metadata"], dict):
+            raise ParseError("malformed", f"sidecar {sidecar.name}: 'metadata' must be an object")
+        out["metadata"] = raw["metadata"]
+    if "title" in raw:
+        if not isinstance(raw["title"], str):
+            raise ParseError("malformed", f"sidecar {sidecar.name}: 'title' must be a string")
+        out["title"] = raw["title"].strip()
+    if "scope" in raw:
+        value = raw["scope"]
+        try:
+            if isinstance(value, str):
+                out["scope"] = Scope.from_path(value)
+            elif isinstance(value, dict) and set(value) <= {"tenant", "user", "chat", "agent"} and all(
+                isinstance(v, str) for v in value.values()
+            ):
+                out["scope"] = Scope(**value)
+            else:
+                raise ValueError("expected a path string or an object with tenant/user/chat/agent strings")
+        except ValueError as e:
+            raise ParseError("malformed", f"sidecar {sidecar.name}: bad scope {value!r}: {e}") from e
+    return out
+
+
+def _narrow(base: Scope, declared: Scope, rel: str) -> Scope:
+    """A declared scope may only narrow the one a document already has, never widen or move it."""
+    if base.path not in declared.visible_paths():
+        raise ParseError("scope_conflict", f"{rel}: scope {declared.path!r} is not inside {base.path!r}")
+    return declared
+
+
+def _jsonl_documents(
+    data: bytes, rel: str, scope: Scope, extra_metadata: dict[str, Any], modified_at: float,
+    on_reject: Callable[[Rejection], None] | None,
+) -> list[Document]:
+    documents = []
+    for item in read_jsonl(decode_text(data)):
+        if isinstance(item, ParseError):
+            if on_reject is None:
+                raise item
+            on_reject(Rejection(rel, item.reason, item.detail))
+            continue
+        documents.append(_jsonl_document(item, rel, scope, extra_metadata, modified_at))
+    if not documents and on_reject is None:
+        raise ParseError("empty", "no documents in the JSONL file")
+    return documents
+
+
+def _jsonl_document(record: JsonlRecord, rel: str, scope: Scope, extra: dict[str, Any], modified_at: float) -> Document:
+    metadata = {**extra, **record.metadata}
+    title = record.title or record.record_id
+    # JSONL text is kept byte-for-byte: evaluation data gives gold passages as offsets into it.
+    return Document(
+        document_id=f"{rel}#{record.record_id}", title=title, text=record.text, source_path=rel, format="jsonl",
+        content_hash=document_hash(record.text, title, metadata, scope), modified_at=modified_at,
+        headings=parse_headings(record.text), metadata=metadata, scope=scope,
+    )
+
+
+def _first_line_title(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= _TITLE_MAX_CHARS else ""
+    return ""
+
+
+def _display(path: Path | str, root: Path) -> str:
+    """The path as a rejection shows it: relative to root when inside it, else as given."""
+    path = Path(path)
+    absolute = Path(os.path.normpath(path if path.is_absolute() else Path(os.path.abspath(root)) / path))
+    try:
+        return absolute.relative_to(os.path.abspath(root)).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _iter_files(paths_or_dirs: Iterable[Path | str], root: Path, rejections: list[Rejection]) -> Iterable[Path]:
+    root_abs = Path(os.path.abspath(root))
+    for given in paths_or_dirs:
+        path = Path(given)
+        absolute = path if path.is_absolute() else root_abs / path
+        if is_sidecar(absolute):
+            continue
+        if absolute.is_dir() and not absolute.is_symlink():
+            for folder, dirnames, filenames in os.walk(absolute):
+                dirnames.sort()
+                for name in list(dirnames):
+                    if name.startswith("."):
+                        dirnames.remove(name)
+                    elif (Path(folder) / name).is_symlink():
+                        dirnames.remove(name)
+                        rejections.append(Rejection(_display(Path(folder) / name, root), "unsupported",
+                                                    "symlinked folder: not followed"))
+                for name in sorted(filenames):
+                    if not name.startswith(".") and not is_sidecar(name):
+                        yield Path(folder) / name
+        elif absolute.is_dir():
+            rejections.append(Rejection(_display(path, root), "unsupported", "symlinked folder: not followed"))
+        else:
+            yield path  # parse_path reports a missing file or one outside the root

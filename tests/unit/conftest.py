@@ -1,0 +1,110 @@
+"""Shared unit-test fixtures: a minimal PDF writer, a few real documents from ../shared/data, the token counter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def write_text_pdf(path: Path, pages: list[list[str]], title: str = "") -> Path:
+    """A valid PDF with one Helvetica text line per string, so pypdf can extract real text.
+
+    pypdf cannot render text, so the file is written by hand: objects, a content stream per page and an
+    xref table with exact byte offsets. Characters outside cp1252 are not supported.
+    """
+
+    def literal(text: str) -> bytes:
+        out = bytearray(b"(")
+        for byte in text.encode("cp1252"):
+            if byte in b"()\\":
+                out += b"\\" + bytes([byte])
+            elif byte < 32 or byte > 126:
+                out += b"\\%03o" % byte
+            else:
+                out.append(byte)
+        return bytes(out + b")")
+
+    objects: list[bytes] = []  # object i+1
+    page_ids = [4 + 2 * i for i in range(len(pages))]
+    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
+    objects.append(b"<< /Type /Pages /Kids [%s] /Count %d >>"
+                   % (b" ".join(b"%d 0 R" % pid for pid in page_ids), len(pages)))
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+    for pid, lines in zip(page_ids, pages, strict=True):
+        stream = b"BT /F1 10 Tf 13 TL 60 740 Td " + b" ".join(literal(line) + b" Tj T*" for line in lines) + b" ET"
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                       b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (pid + 1))
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+    info_id = len(objects) + 1
+    objects.append(b"<< /Title %s /Producer (ragloom tests) >>" % literal(title))
+
+    body = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for number, obj in enumerate(objects, start=1):
+        offsets.append(len(body))
+        body += b"%d 0 obj\n%s\nendobj\n" % (number, obj)
+    xref = len(body)
+    body += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    body += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    body += b"trailer\n<< /Size %d /Root 1 0 R /Info %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1, info_id, xref)
+    path.write_bytes(bytes(body))
+    return path
+
+
+@pytest.fixture
+def make_pdf() -> Callable[..., Path]:
+    return write_text_pdf
+
+
+def read_jsonl_head(path: Path, n: int) -> list[dict]:
+    """The first n records of a large JSONL file, without reading the rest."""
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            records.append(json.loads(line))
+            if len(records) == n:
+                break
+    return records
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        pytest.fail(f"evaluation data missing: {path} (see ../shared/data/README.md)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def obliqa_jsonl_lines() -> list[str]:
+    """The first four ObliQA rulebooks as raw JSONL lines (Markdown text, numbered headings)."""
+    path = _require(SHARED_DATA / "obliqa" / "corpus.jsonl")
+    with path.open(encoding="utf-8") as handle:
+        return [next(handle) for _ in range(4)]
+
+
+@pytest.fixture(scope="session")
+def scifact_jsonl_lines() -> list[str]:
+    """The first twenty SciFact abstracts as raw JSONL lines."""
+    path = _require(SHARED_DATA / "scifact" / "corpus.jsonl")
+    with path.open(encoding="utf-8") as handle:
+        return [next(handle) for _ in range(20)]
+
+
+@pytest.fixture(scope="session")
+def token_counter():
+    from ragloom.chunking.tokens import get_token_counter
+
+    return get_token_counter()
+
+
+@pytest.fixture(scope="session")
+def real_embedder():
+    """The real default model (all-MiniLM-L6-v2, PyTorch), loaded once per test session: it takes seconds."""
+    from ragloom.embedding.sentence_transformer import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()

@@ -1,0 +1,407 @@
+"""Chunking invariants on real documents and random Markdown: spans, coverage, sizes, ids, parents, headings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ragloom.chunking import (
+    Chunker,
+    HeadingIndex,
+    HierarchicalChunker,
+    available_chunkers,
+    get_chunker,
+    register_chunker,
+)
+from ragloom.embedding.base import Embedder
+from ragloom.errors import ChunkingError
+from ragloom.parsing import parse_sources
+from ragloom.parsing.markdown import parse_headings
+from ragloom.settings import SAMPLE_CORPUS
+from ragloom.types import Chunk, Document, Scope
+
+
+class LexicalEmbedder(Embedder):
+    """A deterministic bag-of-words embedder (hashed unigrams): real vectors, no model load.
+
+    Used for the semantic strategy's invariants; its quality on real text is tested with the real model below.
+    """
+
+    model_id = "lexical-hash-64"
+    dimension = 64
+    max_tokens = 256
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dimension] += 1.0
+            out[row] = out[row] / np.linalg.norm(out[row]) if out[row].any() else 1.0 / np.sqrt(self.dimension)
+        return out
+
+
+def make_chunker(name: str, **params) -> Chunker:
+    if name == "semantic":
+        params.setdefault("embedder", LexicalEmbedder())
+    return get_chunker(name, **params)
+
+
+STRATEGIES = ["recursive", "semantic", "hierarchical", "headered"]
+
+
+def document(text: str, document_id: str = "doc", fmt: str = "markdown", **kwargs) -> Document:
+    return Document(document_id=document_id, title="T", text=text, source_path=f"{document_id}.md", format=fmt,
+                    content_hash="h", headings=parse_headings(text) if fmt == "markdown" else [], **kwargs)
+
+
+def by_level(chunks: list[Chunk]) -> dict[int, list[Chunk]]:
+    levels: dict[int, list[Chunk]] = defaultdict(list)
+    for c in chunks:
+        levels[c.level].append(c)
+    return dict(levels)
+
+
+def check_heading_path(doc: Document, c: Chunk) -> None:
+    """The path names a chain of nested headings that starts at the top (nothing encloses the first) and whose
+    deepest section meets the chunk. Titles may repeat, so look for any such chain."""
+
+    def chains(titles: list[str], parent) -> bool:
+        if not titles:
+            return parent is None or (parent.start < c.end and c.start < parent.end)
+        for h in doc.headings:
+            if h.title != titles[0]:
+                continue
+            if parent is None and any(o.start < h.start and h.end <= o.end for o in doc.headings):
+                continue
+            if parent is not None and not (parent.start < h.start and h.end <= parent.end):
+                continue
+            if chains(titles[1:], h):
+                return True
+        return False
+
+    assert chains(list(c.heading_path), None), f"{c.heading_path} is not a heading chain over {c.start}-{c.end}"
+
+
+def check_invariants(doc: Document, chunks: list[Chunk], chunker: Chunker) -> None:
+    """What every strategy promises; each level of a hierarchy separately."""
+    counter = chunker.counter
+    level_limits: dict[int, float] = {}  # hierarchical levels above the children: their own bounds
+    if isinstance(chunker, HierarchicalChunker):
+        for level, name in enumerate(chunker.level_names[:-1]):
+            level_limits[level] = int(name.split("_")[1]) if name.startswith("parent_") else float("inf")
+    assert chunks or not doc.text.strip()
+    ids = [c.chunk_id for c in chunks]
+    assert len(set(ids)) == len(ids)
+    text_counts = counter.count_many([c.text for c in chunks])
+    embed_counts = counter.count_many([c.embed_text for c in chunks])
+    for c, text_count, embed_count in zip(chunks, text_counts, embed_counts, strict=True):
+        assert doc.text[c.start:c.end] == c.text and c.text.strip() and c.text == c.text.strip()
+        assert c.document_id == doc.document_id and c.strategy == chunker.name and c.scope == doc.scope
+        assert c.token_count == text_count
+        assert embed_count <= counter.max_tokens
+        if c.metadata.get("embed_truncated"):
+            assert c.text.startswith(c.embed_text) and c.token_count > counter.max_tokens
+        else:
+            assert c.embed_text.endswith(c.text)
+        assert c.token_count <= level_limits.get(c.level, chunker.chunk_size)
+        if c.level not in level_limits:  # what the model reads, heading prefix included, fits the chunk size
+            assert embed_count <= chunker.chunk_size
+        assert c.metadata["title"] == doc.title and c.metadata["source_path"] == doc.source_path
+        check_heading_path(doc, c)
+    for level, level_chunks in by_level(chunks).items():
+        ordered = sorted(level_chunks, key=lambda c: (c.start, c.end))
+        assert [c.position for c in ordered] == list(range(len(ordered)))
+        # coverage: only whitespace between consecutive chunks, before the first and after the last
+        cursor = 0
+        for c in ordered:
+            assert not doc.text[cursor:c.start].strip(), f"level {level}: uncovered text before {c.start}"
+            if chunker.name != "recursive":  # recursive overlaps by design; the others partition
+                assert c.start >= cursor
+            cursor = max(cursor, c.end)
+        assert not doc.text[cursor:].strip()
+    known = {c.chunk_id: c for c in chunks}
+    for c in chunks:
+        if c.parent_id is None:
+            assert c.level == 0
+        else:
+            parent = known[c.parent_id]
+            assert parent.level == c.level - 1 and parent.start <= c.start and c.end <= parent.end
+
+
+# corpora -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_docs() -> list[Document]:
+    return parse_sources([SAMPLE_CORPUS], SAMPLE_CORPUS).documents
+
+
+@pytest.fixture(scope="module")
+def real_docs(tmp_path_factory, obliqa_jsonl_lines, scifact_jsonl_lines) -> list[Document]:
+    root = tmp_path_factory.mktemp("real")
+    # the CIB rulebook (90k characters, four heading levels) and a shorter one (36k)
+    (root / "obliqa.jsonl").write_text(obliqa_jsonl_lines[0] + obliqa_jsonl_lines[2], encoding="utf-8")
+    (root / "scifact.jsonl").write_text("".join(scifact_jsonl_lines[:10]), encoding="utf-8")
+    batch = parse_sources([root], root)
+    assert not batch.rejections
+    return batch.documents
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_invariants_on_real_documents(name, sample_docs, real_docs):
+    chunker = make_chunker(name)
+    for doc in [*sample_docs, *real_docs]:
+        check_invariants(doc, chunker.chunk(doc), chunker)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_ids_are_stable_and_content_derived(name, real_docs):
+    docs = [real_docs[1], real_docs[2]]  # a rulebook and an abstract
+    assert "Rule" in docs[0].text
+    first = make_chunker(name).chunk_many(docs)
+    again = make_chunker(name).chunk_many(docs)
+    assert [c.chunk_id for c in first] == [c.chunk_id for c in again]
+    assert [(c.start, c.end) for c in first] == [(c.start, c.end) for c in again]
+    # another setting -> other ids; an edit to one document changes only that document's ids
+    other = make_chunker(name, chunk_size=128).chunk_many(docs)
+    assert not {c.chunk_id for c in other} & {c.chunk_id for c in first}
+    edited = [replace(docs[0], text=docs[0].text.replace("Rule", "Regulation", 1)), docs[1]]
+    after = make_chunker(name).chunk_many(edited)
+    ids_of = lambda chunks, d: {c.chunk_id for c in chunks if c.document_id == d}  # noqa: E731
+    assert ids_of(after, docs[1].document_id) == ids_of(first, docs[1].document_id)
+    assert ids_of(after, docs[0].document_id) != ids_of(first, docs[0].document_id)
+
+
+def test_recursive_overlaps_neighbours_within_the_overlap(real_docs, token_counter):
+    chunker = make_chunker("recursive", overlap=30)
+    chunks = [c for c in chunker.chunk(real_docs[0])]
+    overlaps = [a.text[b.start - a.start:] for a, b in zip(chunks, chunks[1:], strict=False) if b.start < a.end]
+    assert overlaps, "a long rulebook split with overlap=30 should share text between neighbours"
+    assert all(token_counter.count(o) - token_counter.special_tokens <= 30 for o in overlaps)
+
+
+def test_recursive_without_overlap_partitions(real_docs):
+    chunks = make_chunker("recursive", overlap=0).chunk(real_docs[0])
+    assert all(a.end <= b.start for a, b in zip(chunks, chunks[1:], strict=False))
+
+
+# heading paths -------------------------------------------------------------------------------------------
+
+CIB = "Captive Insurance Business Rules (CIB)"
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_heading_path_on_a_known_obliqa_section(name, real_docs):
+    cib = real_docs[0]
+    assert cib.title == CIB
+    full = [CIB, "1 GENERAL PROVISIONS", "1.2 Captive Insurance Business"]
+    section = (cib.text.index("### 1.2 Captive Insurance Business"), cib.text.index("### 1.3 Classes"))
+    marker = cib.text.index("1.2.2 For this purpose")
+    holding = [c for c in make_chunker(name).chunk(cib) if c.start <= marker < c.end]
+    assert holding
+    for c in holding:
+        assert full[: len(c.heading_path)] == c.heading_path and len(c.heading_path) >= 1
+        inside = section[0] <= c.start and c.end <= section[1]
+        if inside:
+            assert c.heading_path == full
+        elif c.start >= section[0] and c.end > section[1]:  # runs on into 1.3: only the shared ancestors
+            assert c.heading_path == full[:2]
+    if name == "headered":
+        assert [c.heading_path for c in holding] == [full]
+    if name == "hierarchical":  # coarse to fine: document, part 1, ..., the child
+        assert [c.heading_path for c in holding][:2] == [[CIB], [CIB, "1 GENERAL PROVISIONS"]]
+
+
+def test_headered_chunks_stay_inside_one_section_and_prefix_the_path(real_docs):
+    cib = real_docs[0]
+    chunker = make_chunker("headered")
+    chunks = chunker.chunk(cib)
+    index = HeadingIndex(cib)
+    for c in chunks:
+        for h in cib.headings:
+            if c.start < h.start < c.end:  # only heading lines may come before a heading inside a chunk
+                assert index.content_start(c.start, h.start) is None
+        if c.heading_path:
+            assert c.embed_text.startswith(" > ".join(c.heading_path) + "\n\n")
+    section = next(c for c in chunks if "1.2.1 Captive Insurance Business means" in c.text)
+    assert section.heading_path == [CIB, "1 GENERAL PROVISIONS", "1.2 Captive Insurance Business"]
+    plain = make_chunker("headered", heading_prefix=False).chunk(cib)
+    assert all(c.embed_text == c.text for c in plain)
+    assert len(plain) <= len(chunks)  # without a prefix the whole budget goes to the text
+
+
+def test_headered_sub_splits_long_sections(real_docs, token_counter):
+    cib = real_docs[0]
+    index = HeadingIndex(cib)
+    sections = index.sections()
+    long_sections = [(a, b) for a, b in sections if token_counter.count(cib.text[a:b]) > 200]
+    assert long_sections, "the CIB rulebook has sections longer than one chunk"
+    chunks = make_chunker("headered").chunk(cib)
+    for a, b in long_sections:
+        inside = [c for c in chunks if a <= c.start and c.end <= b]
+        assert len(inside) >= 2 and inside[0].start == a and inside[-1].end == b
+        assert {tuple(c.heading_path) for c in inside} == {tuple(index.path_for(a, b))}
+
+
+# hierarchical --------------------------------------------------------------------------------------------
+
+
+def test_hierarchical_levels_nest_and_link(real_docs):
+    chunker = make_chunker("hierarchical")
+    assert isinstance(chunker, HierarchicalChunker)
+    assert chunker.level_names == ["document", "section", "parent_1024", "child"]
+    cib = real_docs[0]
+    chunks = chunker.chunk(cib)
+    levels = by_level(chunks)
+    assert sorted(levels) == [0, 1, 2, 3] and len(levels[0]) == 1
+    assert len(levels[1]) > 3 and len(levels[3]) > len(levels[2]) >= len(levels[1])
+    ids = {c.chunk_id for c in chunks}
+    assert all(c.parent_id in ids for c in chunks if c.level > 0)
+    assert all(c.token_count <= 256 for c in levels[3])
+    assert max(c.token_count for c in levels[2]) > 256  # parents are longer than the model reads...
+    assert all(c.metadata.get("embed_truncated") for c in levels[2] if c.token_count > 256)  # ...and say so
+    # sections follow the rulebook's ten "## n" parts; the title above part 1 joins part 1
+    parts = [h.title for h in cib.headings if h.level == 2]
+    assert [c.heading_path for c in levels[1]] == [[CIB, title] for title in parts]
+    assert levels[1][0].start == levels[0][0].start
+    # children partition each parent
+    for parent in levels[2]:
+        kids = sorted((c for c in levels[3] if c.parent_id == parent.chunk_id), key=lambda c: c.start)
+        assert kids and kids[0].start == parent.start and kids[-1].end == parent.end
+
+
+def test_hierarchical_on_a_short_document_keeps_every_level(real_docs):
+    abstract = next(d for d in real_docs if not d.headings)
+    chunks = make_chunker("hierarchical").chunk(abstract)
+    assert sorted(by_level(chunks)) == [0, 1, 2, 3]
+
+
+def test_hierarchical_rejects_sizes_that_do_not_decrease():
+    with pytest.raises(ChunkingError):
+        make_chunker("hierarchical", parent_sizes=(200,), chunk_size=256)
+
+
+# semantic ------------------------------------------------------------------------------------------------
+
+
+def test_semantic_cuts_on_topic_shifts_more_than_size_alone():
+    # three topics, each a paragraph-free run of sentences; the lexical embedder sees the vocabulary change
+    topics = [
+        "Kelp farms grow kelp in cold water. Kelp farms harvest kelp in spring. Cold water kelp farms shelter fish.",
+        "Satellites relay buoy readings to Bergen. Buoy readings reach satellites within minutes. Satellites "
+        "store buoy readings.",
+        "Auditors check invoices and ledgers. Auditors sign ledgers at year end. Invoices and ledgers match for "
+        "auditors.",
+    ]
+    text = " ".join(topics)
+    doc = document(text, fmt="text")
+    chunks = make_chunker("semantic", chunk_size=200, breakpoint_percentile=75, min_chunk_tokens=8).chunk(doc)
+    joins = [len(topics[0]), len(topics[0]) + 1 + len(topics[1])]
+    assert [c.end for c in chunks] == [*joins, len(text)]
+
+
+def test_semantic_needs_an_embedder():
+    with pytest.raises(ChunkingError):
+        get_chunker("semantic")
+
+
+def test_semantic_batches_documents_like_single_calls(real_docs):
+    chunker = make_chunker("semantic")
+    together = chunker.chunk_many(real_docs[:4])
+    alone = [c for d in real_docs[:4] for c in chunker.chunk(d)]
+    assert [c.chunk_id for c in together] == [c.chunk_id for c in alone]
+
+
+def test_semantic_with_the_real_model_finds_where_abstracts_meet(real_embedder, scifact_jsonl_lines):
+    """Pairs of SciFact abstracts joined by a space (no paragraph break to help): the semantic chunker should
+    cut at the join far more often than the size-driven recursive chunker does."""
+    abstracts = [json.loads(line)["text"] for line in scifact_jsonl_lines[:16]]
+    semantic = get_chunker("semantic", embedder=real_embedder, chunk_size=256)
+    recursive = get_chunker("recursive", chunk_size=256, overlap=0)
+    docs, joins = [], []
+    for i in range(0, len(abstracts), 2):
+        docs.append(document(abstracts[i] + " " + abstracts[i + 1], document_id=f"pair{i}", fmt="text"))
+        joins.append(len(abstracts[i]))
+    semantic_chunks, recursive_chunks = semantic.chunk_many(docs), recursive.chunk_many(docs)
+    for doc in docs:
+        check_invariants(doc, [c for c in semantic_chunks if c.document_id == doc.document_id], semantic)
+    hits = lambda chunks: sum(any(c.document_id == d.document_id and c.end == j for c in chunks)  # noqa: E731
+                              for d, j in zip(docs, joins, strict=True))
+    assert hits(semantic_chunks) >= 5 and hits(semantic_chunks) > hits(recursive_chunks)
+
+
+# metadata, scope, pages ----------------------------------------------------------------------------------
+
+
+def test_chunks_carry_metadata_scope_and_pdf_pages(sample_docs):
+    pdf = next(d for d in sample_docs if d.format == "pdf")
+    scoped = replace(pdf, scope=Scope("acme", "alice"), metadata={"status": "final"})
+    chunks = make_chunker("recursive", chunk_size=64, overlap=0).chunk(scoped)
+    assert {c.scope for c in chunks} == {Scope("acme", "alice")}
+    assert all(c.metadata["status"] == "final" and c.metadata["title"] == pdf.title for c in chunks)
+    pages = [c.metadata["page"] for c in chunks]
+    assert pages == sorted(pages) and pages[0] == 1 and pages[-1] == 2
+    second = next(c for c in chunks if c.metadata["page"] == 2)
+    assert second.start >= pdf.page_starts[1]
+
+
+# registry and tokens -------------------------------------------------------------------------------------
+
+
+def test_registry():
+    assert available_chunkers() == sorted(STRATEGIES)
+    with pytest.raises(ChunkingError):
+        register_chunker("recursive")(type("Again", (Chunker,), {"split": lambda self, d: []}))
+    with pytest.raises(ChunkingError, match="unknown chunking strategy"):
+        get_chunker("fixed")
+    with pytest.raises(ChunkingError):
+        get_chunker("recursive", size=10)
+    with pytest.raises(ChunkingError):
+        get_chunker("recursive", chunk_size=10_000)  # over the model's input limit
+
+
+def test_token_counter_is_the_models_own_and_untruncated(token_counter):
+    assert token_counter.max_tokens == 256 and token_counter.special_tokens == 2
+    long_text = "word " * 1000
+    assert token_counter.count(long_text) == 1002  # the shipped tokenizer.json truncates at 128: not here
+    cut = token_counter.truncate("Tromsø harbour " * 200, 50)
+    assert token_counter.count(cut) <= 50 and ("Tromsø harbour " * 200).startswith(cut)
+
+
+# property tests on random Markdown-ish text --------------------------------------------------------------
+
+WORDS = st.text(alphabet=st.characters(codec="utf-8", categories=("L", "N", "P", "S")), min_size=1, max_size=14)
+SENTENCE = st.lists(WORDS, min_size=1, max_size=25).map(lambda ws: " ".join(ws) + ".")
+HEADING = st.tuples(st.integers(1, 4), st.lists(WORDS, min_size=1, max_size=5)).map(
+    lambda t: "#" * t[0] + " " + " ".join(t[1]))
+PARAGRAPH = st.lists(SENTENCE, min_size=1, max_size=8).map(" ".join)
+ANY_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=300)
+BLOCK = st.one_of(HEADING, PARAGRAPH, PARAGRAPH, ANY_TEXT, st.just("```\n# code, not a heading\n```"),
+                  st.lists(WORDS, min_size=1, max_size=6).map(lambda ws: "\n".join(f"- {w}" for w in ws)))
+SEPARATOR = st.sampled_from(["\n\n", "\n", "\n\n\n", " \n\t\n", "\r\n\r\n"])
+MARKDOWN = st.lists(st.tuples(BLOCK, SEPARATOR), min_size=1, max_size=25).map(
+    lambda parts: "".join(b + s for b, s in parts))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=MARKDOWN, name=st.sampled_from(STRATEGIES), size=st.sampled_from([16, 48, 200]))
+def test_invariants_hold_on_random_markdown(text, name, size):
+    params = {"chunk_size": size}
+    if name == "recursive":
+        params["overlap"] = size // 4
+    if name == "hierarchical":
+        params["parent_sizes"] = (size * 4,)
+    chunker = make_chunker(name, **params)
+    doc = document(text)
+    chunks = chunker.chunk(doc)
+    check_invariants(doc, chunks, chunker)
+    assert [c.chunk_id for c in chunker.chunk(doc)] == [c.chunk_id for c in chunks]
