@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_query)
 
+    from ragloom.evaluation.cli import add_eval_command
+
+    add_eval_command(sub)
+
     p = sub.add_parser("settings", help="print the resolved settings (secrets masked)")
     p.set_defaults(func=_cmd_settings)
     return parser
