@@ -82,14 +82,14 @@ def check_chunks(chunks: pd.DataFrame, documents: pd.DataFrame, max_tokens: int)
     """Chunk rules, including the relational ones against the documents they came from."""
     import great_expectations.expectations as gxe
 
-    doc_length = documents.set_index("document_id")["text"].str.len()
+    doc_length = dict(zip(documents["document_id"], documents["text"].map(len), strict=True))
     frame = chunks[["chunk_id", "document_id", "text", "token_count", "start", "end", "parent_id"]].copy()
     # Hierarchical upper levels may be longer than the model reads by design: they are stored whole and
     # embedded truncated (metadata embed_truncated). Everything else must fit the model.
     truncated = chunks["metadata"].map(lambda m: bool(json.loads(m).get("embed_truncated"))) \
         if "metadata" in chunks else pd.Series(False, index=chunks.index)
     frame["fits_model"] = (frame["token_count"] <= max_tokens) | truncated
-    lengths = frame["document_id"].map(doc_length)
+    lengths = frame["document_id"].map(doc_length).astype("float64")
     frame["span_inside_document"] = (frame["start"] >= 0) & (frame["end"] <= lengths.fillna(-1)) & (
         frame["start"] < frame["end"])
     ids = set(frame["chunk_id"])

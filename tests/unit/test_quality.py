@@ -62,3 +62,10 @@ def test_lost_document_is_named():
     outcome = check_chunks(chunks, _docs(), max_tokens=256)
     lost = [o for o in outcome.failed() if o.name == "no document lost between parse and chunk"]
     assert lost and lost[0].examples == ["d2"]
+
+
+def test_empty_corpus_passes():
+    # every document deleted: no documents, no chunks (the tables keep their columns)
+    docs, chunks = _docs().iloc[:0], _chunks().iloc[:0]
+    assert check_documents(docs).success
+    assert check_chunks(chunks, docs, max_tokens=256).success
