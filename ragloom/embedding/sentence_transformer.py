@@ -24,11 +24,15 @@ class SentenceTransformerEmbedder(Embedder):
         self.max_tokens = int(self._model.max_seq_length)
         self.model_id = f"{model or 'all-MiniLM-L6-v2'}|torch|{self.dimension}"
         self.model_path = path
+        self.backend = "torch"
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self._model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
-        )
+        try:  # sentence-transformers sorts by length and restores the order itself
+            vectors = self._model.encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
+            )
+        except (TypeError, ValueError, RuntimeError) as e:  # non-str input, or torch failing on the batch
+            raise EmbeddingError(f"could not embed a batch of {len(texts)}: {e}") from e
         return vectors.astype(np.float32, copy=False)

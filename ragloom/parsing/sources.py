@@ -199,7 +199,10 @@ def _locate(path: Path, root: Path) -> tuple[Path, Path, str]:
         if not lexical.exists():
             raise ParseError("unreadable", f"{path}: no such file or folder")
         raise ParseError("unsupported", f"{path} is the source root itself, not a file")
-    real = lexical.resolve()
+    try:
+        real = lexical.resolve()
+    except (OSError, RuntimeError, ValueError) as e:  # a symlink loop, a NUL or unencodable name
+        raise ParseError("unreadable", f"{rel}: cannot resolve the path ({type(e).__name__}: {e})") from e
     if not real.is_relative_to(root_abs.resolve()):
         raise ParseError("outside_root", f"{rel} resolves to {real}, outside the source root")
     return lexical, real, rel
@@ -207,17 +210,24 @@ def _locate(path: Path, root: Path) -> tuple[Path, Path, str]:
 
 def _read_capped(real: Path, max_bytes: int) -> tuple[bytes, float]:
     try:
-        info = real.stat()
+        # Checks run on the opened file, not the name (which may be swapped meanwhile); O_NONBLOCK so
+        # that a FIFO never blocks the batch.
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError as e:
         raise ParseError("unreadable", "no such file") from e
-    if not stat.S_ISREG(info.st_mode):
-        raise ParseError("unsupported", "not a regular file")
-    if info.st_size > max_bytes:
-        raise ParseError("oversized", f"{info.st_size} bytes > limit {max_bytes}")
-    with real.open("rb") as handle:
-        data = handle.read(max_bytes + 1)  # the file may have grown since stat()
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ParseError("unsupported", "not a regular file")
+        if info.st_size > max_bytes:
+            raise ParseError("oversized", f"{info.st_size} bytes > limit {max_bytes}")
+        data = handle.read(max_bytes + 1)  # the file may have grown since fstat()
+        after = os.fstat(fd)
     if len(data) > max_bytes:
         raise ParseError("oversized", f"more than {max_bytes} bytes")
+    if len(data) != after.st_size or (after.st_size, after.st_mtime_ns) != (info.st_size, info.st_mtime_ns):
+        # a write in progress: half a file would be indexed as if it were the document
+        raise ParseError("unreadable", "the file changed while it was read; the next run reads it again")
     return data, info.st_mtime
 
 
@@ -320,7 +330,11 @@ def _iter_files(paths_or_dirs: Iterable[Path | str], root: Path, rejections: lis
         absolute = path if path.is_absolute() else root_abs / path
         if is_sidecar(absolute):
             continue
-        if absolute.is_dir() and not absolute.is_symlink():
+        try:
+            is_dir = absolute.is_dir()
+        except OSError:  # e.g. a name longer than the file system allows: parse_path reports it
+            is_dir = False
+        if is_dir and not absolute.is_symlink():
             for folder, dirnames, filenames in os.walk(absolute):
                 dirnames.sort()
                 for name in list(dirnames):
@@ -333,7 +347,7 @@ def _iter_files(paths_or_dirs: Iterable[Path | str], root: Path, rejections: lis
                 for name in sorted(filenames):
                     if not name.startswith(".") and not is_sidecar(name):
                         yield Path(folder) / name
-        elif absolute.is_dir():
+        elif is_dir:
             rejections.append(Rejection(_display(path, root), "unsupported", "symlinked folder: not followed"))
         else:
             yield path  # parse_path reports a missing file or one outside the root

@@ -1,1 +1,44 @@
-"""retrieval"""
+"""Retrieval: one Retriever interface, five registered strategies, filters, fusion and post-processing."""
+
+from ragloom.retrieval.base import (
+    POSTPROCESS_DEFAULTS,
+    RetrievalContext,
+    Retriever,
+    SearchRequest,
+    available_strategies,
+    get_retriever,
+    register_retrieval_strategy,
+)
+from ragloom.retrieval.bm25 import BM25Retriever
+from ragloom.retrieval.dense import DenseRetriever
+from ragloom.retrieval.filters import build_where, parse_filters, to_weaviate
+from ragloom.retrieval.fusion import fuse, rrf, weighted
+from ragloom.retrieval.graph_rag import GraphRagRetriever
+from ragloom.retrieval.hierarchical import HierarchicalRetriever
+from ragloom.retrieval.hybrid import HybridRetriever
+from ragloom.retrieval.postprocess import Citation, assemble_context, lost_in_the_middle, remove_near_duplicates
+
+__all__ = [
+    "POSTPROCESS_DEFAULTS",
+    "BM25Retriever",
+    "Citation",
+    "DenseRetriever",
+    "GraphRagRetriever",
+    "HierarchicalRetriever",
+    "HybridRetriever",
+    "RetrievalContext",
+    "Retriever",
+    "SearchRequest",
+    "assemble_context",
+    "available_strategies",
+    "build_where",
+    "fuse",
+    "get_retriever",
+    "lost_in_the_middle",
+    "parse_filters",
+    "register_retrieval_strategy",
+    "remove_near_duplicates",
+    "rrf",
+    "to_weaviate",
+    "weighted",
+]

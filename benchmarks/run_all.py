@@ -1,0 +1,106 @@
+"""Every benchmark in one command: JSON lines on stdout (one per figure set) and a summary table at the end.
+
+Each script runs as its own subprocess (so one crash or one model load never skews the next); its own
+output goes to stderr as it runs, and every JSON line it prints is passed on tagged with its name. A
+script that prints no JSON still gets one line: its exit code, time and the tail of its output.
+
+    python benchmarks/run_all.py [--quick] [--only scaling,peer_llamaindex] [--skip ingest_graph]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# name -> (full arguments, --quick arguments)
+BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
+    "chunking": ([], ["--runs", "1", "--docs", "10", "--semantic-docs", "2"]),
+    "embedding_quality": ([], ["--backends", "torch,onnx-int8"]),
+    "ingest_vectors": ([], ["--sizes", "0.1", "--baseline-reps", "1", "--noop-reps", "2"]),
+    "ingest_graph": ([], ["--repeats", "1", "--limit", "500", "--baseline-sample", "100"]),
+    "query_latency": ([], ["--queries", "50", "--warmup", "5"]),
+    "scaling": ([], ["--sizes", "1000,5000"]),
+    "peer_llamaindex": ([], ["--docs", "300"]),
+}
+
+
+def run(name: str, extra: list[str], timeout: float) -> list[dict]:
+    cmd = [sys.executable, str(HERE / f"{name}.py"), *extra]
+    print(f"[run_all] {name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    lines: list[str] = []
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stderr.write(f"  {name} | {line}")
+            lines.append(line.rstrip("\n"))
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = -9
+    seconds = time.perf_counter() - started
+    records = []
+    for line in lines:
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            records.append({"benchmark": name, **value} if isinstance(value, dict) else
+                           {"benchmark": name, "value": value})
+    status = {"benchmark": name, "status": "ok" if rc == 0 else f"failed (exit {rc})", "seconds": round(seconds, 1),
+              "json_lines": len(records)}
+    if rc != 0 or not records:
+        status["output_tail"] = lines[-15:]
+    return [*records, status]
+
+
+def headline(records: list[dict]) -> str:
+    """A short figure for the table: the last JSON record's numeric fields that look like results."""
+    figures = [r for r in records if "status" not in r]
+    if not figures:
+        return ""
+    last = figures[-1]
+    keys = [k for k, v in last.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    preferred = [k for k in keys if any(w in k for w in ("ratio", "speedup", "per_s", "p95", "ndcg", "rss"))]
+    return ", ".join(f"{k}={last[k]:.3g}" for k in (preferred or keys)[:4])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes everywhere (minutes, not an hour)")
+    parser.add_argument("--only", default="", help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
+    parser.add_argument("--skip", default="", help="comma-separated benchmarks to leave out")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per benchmark")
+    args = parser.parse_args(argv)
+
+    only = [n for n in args.only.split(",") if n]
+    skip = {n for n in args.skip.split(",") if n}
+    unknown = sorted((set(only) | skip) - set(BENCHMARKS))
+    if unknown:
+        parser.error(f"unknown benchmarks {unknown}; known: {', '.join(BENCHMARKS)}")
+    names = [n for n in (only or BENCHMARKS) if n not in skip]
+
+    summary = []
+    for name in names:
+        full, quick = BENCHMARKS[name]
+        records = run(name, quick if args.quick else full, args.timeout)
+        for record in records:
+            print(json.dumps(record, default=str), flush=True)
+        summary.append((name, records[-1], headline(records)))
+
+    print(f"\n{'benchmark':<20}{'status':<20}{'seconds':>9}  headline (last JSON line)")
+    for name, status, line in summary:
+        print(f"{name:<20}{status['status']:<20}{status['seconds']:>9.1f}  {line}")
+    return 0 if all(s["status"] == "ok" for _, s, _ in summary) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""Evaluate retrieval × chunking strategies on a dataset folder, against BM25 and dense baselines, in one run.
+
+The corpus goes into its own Weaviate collections and Neo4j namespace (``Eval<Name>`` / ``eval_<name>``
+unless given), through the same idempotent sync functions as the pipeline, with the shared embedding
+cache: a re-run embeds and extracts nothing new.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ragloom.errors import ConfigError, RagloomError
+from ragloom.evaluation.baselines import BM25Baseline, DenseBaseline, baseline_units
+from ragloom.evaluation.datasets import EvalDataset, load_dataset
+from ragloom.evaluation.metrics import Hit, document_scores, passage_scores
+from ragloom.evaluation.report import BASELINE_BM25, BASELINE_DENSE, EvalReport, SystemResult
+from ragloom.settings import ALL_STRATEGIES, Settings
+
+Log = Callable[[str], None]
+RETRIEVAL_STRATEGIES = ("dense", "bm25", "hybrid", "graph_rag", "hierarchical")
+GRAPH_STRATEGIES = ("graph_rag",)
+DEFAULT_DEPTH = 30  # chunks retrieved per query; document-level @10 needs 10 distinct documents among them
+# Abstaining (an empty answer below a similarity floor) is a product choice, not a ranking: measured off.
+DEFAULT_QUERY_OPTIONS: dict[str, Any] = {"abstain": False}
+
+
+def namespace_settings(settings: Settings, dataset_name: str, namespace: str | None = None) -> Settings:
+    """Settings pointing at the evaluation's own collections and graph namespace."""
+    if namespace:
+        prefix, graph = namespace, namespace
+    else:
+        words = re.findall(r"[A-Za-z0-9]+", dataset_name) or ["Data"]
+        prefix = "Eval" + "".join(w[:1].upper() + w[1:] for w in words)
+        graph = "eval_" + "_".join(w.lower() for w in words)
+    if not re.fullmatch(r"[A-Z][A-Za-z0-9_]*", prefix):
+        raise ConfigError(f"evaluation namespace {prefix!r}: must start with an uppercase letter (a Weaviate "
+                          "collection prefix) and hold only letters, digits and '_'")
+    return dataclasses.replace(settings, collection_prefix=prefix, graph_namespace=graph)
+
+
+def _check_names(strategies: Sequence[str], chunkings: Sequence[str]) -> None:
+    bad = [s for s in strategies if s not in RETRIEVAL_STRATEGIES]
+    if bad:
+        raise ConfigError(f"unknown retrieval strategies {bad}; choose from {', '.join(RETRIEVAL_STRATEGIES)}")
+    bad = [c for c in chunkings if c not in ALL_STRATEGIES]
+    if bad:
+        raise ConfigError(f"unknown chunking strategies {bad}; choose from {', '.join(ALL_STRATEGIES)}")
+    if not strategies or not chunkings:
+        raise ConfigError("evaluation needs at least one retrieval strategy and one chunking strategy")
+
+
+def score_runs(dataset: EvalDataset, runs: dict[str, list[Hit]]) -> dict[str, Any]:
+    """level -> metric -> per-query scores of one system's runs."""
+    scores = {"document": document_scores(runs, dataset.qrels)}
+    if dataset.has_passages:
+        scores["passage"] = passage_scores(runs, dataset.passage_qrels, dataset.passages)
+    return scores
+
+
+def _timed_search(search: Callable[[], dict[str, list[Hit]]], n: int) -> tuple[dict[str, list[Hit]], float]:
+    started = time.perf_counter()
+    runs = search()
+    return runs, (time.perf_counter() - started) * 1000 / max(n, 1)
+
+
+def _baselines(dataset: EvalDataset, encode: Callable[[Sequence[str]], Any], depth: int,
+               log: Log) -> list[SystemResult]:
+    unit, units = baseline_units(dataset)
+    out = []
+    for name, build in ((BASELINE_BM25, lambda: BM25Baseline(units)),
+                        (BASELINE_DENSE, lambda: DenseBaseline(units, encode))):
+        started = time.perf_counter()
+        index = build()
+        runs, per_query_ms = _timed_search(lambda index=index: index.search(dataset.queries, depth),
+                                           len(dataset.queries))
+        log(f"baseline {name} over {len(units)} {unit}s: {time.perf_counter() - started:.1f}s")
+        out.append(SystemResult(name, unit, baseline=True, scores=score_runs(dataset, runs),
+                                latency_ms=[per_query_ms]))
+    return out
+
+
+def _chunker(name: str, embedder: Any) -> Any:
+    from ragloom.chunking import get_chunker
+
+    return get_chunker(name, embedder=embedder) if name == "semantic" else get_chunker(name)
+
+
+def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[str], settings: Settings,
+             namespace: str | None = None, max_queries: int | None = None, corpus_limit: int | None = None,
+             *, depth: int = DEFAULT_DEPTH, seed: int = 13, resamples: int = 1000,
+             query_options: dict[str, Any] | None = None, baselines: bool = True, log: Log = print) -> EvalReport:
+    """Ingest the dataset (idempotently), run every query through every strategy × chunking, score it.
+
+    A strategy that fails as a whole (e.g. a combination a retriever refuses) is reported with its error;
+    a query that fails counts as retrieving nothing and is counted in ``query_errors``.
+    """
+    from ragloom.api import Ragloom
+    from ragloom.embedding import make_embedder
+    from ragloom.indexing.vectors import sync_vectors
+    from ragloom.stores.embedding_cache import EmbeddingCache
+    from ragloom.stores.weaviate import WeaviateStore
+
+    strategies, chunkings = list(dict.fromkeys(strategies)), list(dict.fromkeys(chunkings))
+    _check_names(strategies, chunkings)
+    if not 10 <= depth:
+        raise ConfigError(f"depth={depth}: retrieve at least 10 chunks per query (the metrics' cutoff)")
+    dataset = load_dataset(dataset_path, max_queries=max_queries, corpus_limit=corpus_limit, seed=seed)
+    if not dataset.queries:
+        raise ConfigError(f"{dataset_path}: no queries with relevance judgements")
+    eval_settings = namespace_settings(settings, dataset.name, namespace)
+    options = {**DEFAULT_QUERY_OPTIONS, **(query_options or {})}
+    log(f"{dataset.name}: {len(dataset.documents)} documents, {len(dataset.queries)} queries; collections "
+        f"{eval_settings.collection_prefix}*, graph namespace {eval_settings.graph_namespace!r}")
+
+    embedder = make_embedder(eval_settings)
+    cache = EmbeddingCache(eval_settings.artifacts_dir / "embedding_cache")
+    encode = _cached_encoder(embedder, cache)
+    systems: list[SystemResult] = _baselines(dataset, encode, depth, log) if baselines else []
+    ingest: dict[str, dict[str, Any]] = {}
+    needs_graph = any(s in GRAPH_STRATEGIES for s in strategies)
+
+    vectors = WeaviateStore.connect(eval_settings)
+    graph = nlp = None
+    try:
+        if needs_graph:
+            from ragloom.extraction import EntityExtractor, load_nlp
+            from ragloom.indexing.graph import sync_graph
+            from ragloom.stores.neo4j import Neo4jStore
+
+            graph = Neo4jStore.connect(eval_settings)
+            nlp = load_nlp(eval_settings.spacy_model)
+            extractor = EntityExtractor(nlp)
+        for chunking in chunkings:
+            started = time.perf_counter()
+            chunks = _chunker(chunking, embedder).chunk_many(dataset.documents)
+            chunk_seconds = time.perf_counter() - started
+            report = sync_vectors(vectors, embedder, chunking, chunks, cache=cache, log=log)
+            ingest[chunking] = {"chunks": len(chunks), "chunk_seconds": round(chunk_seconds, 2),
+                                "vector_seconds": round(time.perf_counter() - started - chunk_seconds, 2),
+                                "vectors_inserted": report.inserted, "vectors_deleted": report.deleted,
+                                "embedded": report.embedded, "cache_hits": report.cache_hits}
+            if needs_graph:
+                graph_started = time.perf_counter()
+                graph_report = sync_graph(graph, extractor, chunking, chunks, log=log)
+                ingest[chunking]["graph_seconds"] = round(time.perf_counter() - graph_started, 2)
+                ingest[chunking]["graph_chunks_added"] = graph_report.chunks_added
+            log(f"ingested {chunking}: {ingest[chunking]}")
+
+        with Ragloom(eval_settings, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp) as rag:
+            for chunking in chunkings:
+                for strategy in strategies:
+                    systems.append(_run_strategy(rag, dataset, strategy, chunking, depth, options, log))
+    finally:
+        vectors.close()
+        if graph is not None:
+            graph.close()
+
+    levels = ["document", "passage"] if dataset.has_passages else ["document"]
+    query_ids = {"document": sorted(dataset.qrels)}
+    if dataset.has_passages:
+        query_ids["passage"] = sorted(dataset.passage_qrels)
+    return EvalReport(
+        dataset=dataset.name, levels=levels, query_ids=query_ids, systems=systems, documents=len(dataset.documents),
+        ingest=ingest, resamples=resamples, seed=seed,
+        config={"dataset_path": str(dataset_path), "strategies": strategies, "chunkings": chunkings,
+                "max_queries": max_queries, "corpus_limit": corpus_limit, "depth": depth, "seed": seed,
+                "query_options": options, "collection_prefix": eval_settings.collection_prefix,
+                "graph_namespace": eval_settings.graph_namespace, "embed_model": embedder.model_id},
+    )
+
+
+def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, depth: int,
+                  options: dict[str, Any], log: Log) -> SystemResult:
+    result = SystemResult(strategy, chunking)
+    try:
+        retriever = rag.retriever(strategy, chunking, **options)
+    except RagloomError as e:
+        result.error = str(e)
+        log(f"{result.name}: cannot run: {e}")
+        return result
+    runs: dict[str, list[Hit]] = {}
+    first_error = ""
+    for query in dataset.queries:
+        started = time.perf_counter()
+        try:
+            items = retriever.search(query.text, k=depth).items
+        except RagloomError as e:
+            result.query_errors += 1
+            first_error = first_error or str(e)
+            items = []
+        result.latency_ms.append((time.perf_counter() - started) * 1000)
+        runs[query.query_id] = hits_of(items)
+    if result.query_errors == len(dataset.queries):
+        result.error = f"every query failed: {first_error}"
+    else:
+        result.scores = score_runs(dataset, runs)
+    log(f"{result.name}: {len(dataset.queries)} queries, {result.query_errors} errors" +
+        (f" (first: {first_error})" if first_error else ""))
+    return result
+
+
+def hits_of(items: Sequence[Any]) -> list[Hit]:
+    """Retrieved chunks as hits, in rank order. graph_rag's context item (the visited subgraph, not a chunk of
+    any document) is left out: it is context for a reader, not a ranked result."""
+    from ragloom.retrieval.postprocess import GRAPH_SOURCE
+
+    hits = []
+    for item in items:
+        if item.metadata.get("source") == GRAPH_SOURCE:
+            continue
+        start, end = item.metadata.get("start"), item.metadata.get("end")
+        if start is None or end is None:
+            raise ConfigError(f"retrieved chunk {item.chunk_id} carries no start/end offsets in its metadata")
+        hits.append(Hit(item.chunk_id, item.document_id, int(start), int(end)))
+    return hits
+
+
+def _cached_encoder(embedder: Any, cache: Any) -> Callable[[Sequence[str]], Any]:
+    """``embedder.encode`` through the shared embedding cache (the baselines' whole documents are re-used)."""
+    import numpy as np
+
+    def encode(texts: Sequence[str]) -> Any:
+        texts = list(texts)
+        hits, misses = cache.get_many(embedder.model_id, texts)
+        vectors = np.empty((len(texts), embedder.dimension), dtype=np.float32)
+        for i, vector in hits.items():
+            vectors[i] = vector
+        if misses:
+            fresh = embedder.encode([texts[i] for i in misses])
+            vectors[misses] = fresh
+            cache.put_many(embedder.model_id, [texts[i] for i in misses], fresh)
+        return vectors
+
+    return encode
+
+
+def drop_namespace(settings: Settings, dataset_name: str, namespace: str | None = None) -> list[str]:
+    """Delete an evaluation's collections and graph namespace; returns what was removed."""
+    from ragloom.stores.neo4j import Neo4jStore
+    from ragloom.stores.weaviate import WeaviateStore
+
+    eval_settings = namespace_settings(settings, dataset_name, namespace)
+    with WeaviateStore.connect(eval_settings) as store:
+        removed = store.drop_collections()
+    with Neo4jStore.connect(eval_settings) as graph:
+        graph.clear()
+    return [*removed, f"graph:{eval_settings.graph_namespace}"]

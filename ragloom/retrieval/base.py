@@ -1,0 +1,354 @@
+"""The retriever template (``search`` -> abstract ``get_search_results``), its context, and the registry."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ragloom.errors import FilterError, RagloomError, RetrievalError, StoreError
+from ragloom.retrieval import postprocess as pp
+from ragloom.retrieval.filters import Node, bind, build_where, parse_filters
+from ragloom.types import RetrievalResult, RetrievedItem, Scope
+
+log = logging.getLogger(__name__)
+
+MAX_K = 200
+MAX_QUERY_CHARS = 4000
+
+# Options every strategy accepts: post-processing, applied by Retriever.search after the strategy ran.
+POSTPROCESS_DEFAULTS: dict[str, Any] = {
+    "dedup": True,  # drop items whose vector has cosine >= dedup_threshold with a better-ranked item
+    "dedup_threshold": pp.DEFAULT_DEDUP_THRESHOLD,
+    "abstain": True,  # return no items when the best dense cosine is below abstain_floor
+    "abstain_floor": pp.DEFAULT_ABSTAIN_FLOOR,
+    "reorder": False,  # lost-in-the-middle order (best at both ends); ranks still say relevance
+    "keep_vectors": False,  # leave each item's vector in metadata["vector"]
+}
+
+
+class RetrievalContext:
+    """What retrievers run against: the Weaviate store, and the Neo4j store, embedder and spaCy pipeline,
+    each given directly or as a loader called once on first use (so a dense query never opens Neo4j)."""
+
+    def __init__(self, vectors: Any, *, embedder: Any = None, graph: Any = None, nlp: Any = None,
+                 load_embedder: Callable[[], Any] | None = None, load_graph: Callable[[], Any] | None = None,
+                 load_nlp: Callable[[], Any] | None = None) -> None:
+        self.vectors = vectors
+        self._values = {"embedder": embedder, "graph": graph, "nlp": nlp}
+        self._loaders = {"embedder": load_embedder, "graph": load_graph, "nlp": load_nlp}
+        self._errors: dict[str, str] = {}
+        self.cache: dict[str, Any] = {}  # facts learned about collections (e.g. hierarchical leaf level)
+
+    def _get(self, name: str) -> Any:
+        if self._values[name] is None and self._loaders[name] is not None and name not in self._errors:
+            try:
+                self._values[name] = self._loaders[name]()
+            except RagloomError as e:
+                self._errors[name] = str(e)
+                raise
+        return self._values[name]
+
+    @property
+    def embedder(self) -> Any:
+        embedder = self._get("embedder")
+        if embedder is None:
+            raise RetrievalError("no embedder configured: dense, hybrid and graph_rag need one")
+        return embedder
+
+    @property
+    def nlp(self) -> Any:
+        return self._get("nlp")
+
+    def graph(self) -> tuple[Any, str]:
+        """(the graph store or None, why not). A store that cannot be reached is a reason, not a crash."""
+        try:
+            store = self._get("graph")
+        except RagloomError as e:
+            return None, f"graph store unavailable: {e}"
+        if store is None:
+            error = self._errors.get("graph")
+            return None, f"graph store unavailable: {error}" if error else "no graph store configured"
+        return store, ""
+
+    def property_types(self, collection: str, refresh: bool = False) -> dict[str, str] | None:
+        """Property -> Weaviate data type of a chunking strategy's collection; None when it cannot be read
+        (the query itself then reports why, e.g. a collection not indexed yet)."""
+        store = self.vectors
+        try:
+            if hasattr(store, "property_types"):
+                return store.property_types(collection, refresh=refresh)
+            if hasattr(store, "_properties"):  # until the store has a public schema accessor
+                return store._properties(store.collection_name(collection), refresh=refresh)
+        except RagloomError:
+            return None
+        return None
+
+    def bind_filters(self, collection: str, node: Node | None) -> Node | None:
+        """The user's filter checked against the collection's types (re-read once if a field is missing:
+        ingestion may have added it since)."""
+        if node is None:
+            return None
+        try:
+            return bind(node, self.property_types(collection))
+        except FilterError:
+            return bind(node, self.property_types(collection, refresh=True))
+
+    def loaded(self, name: str) -> Any:
+        """The object if already loaded, without loading it (for close())."""
+        return self._values.get(name)
+
+
+@dataclass
+class SearchRequest:
+    """One search in flight: its inputs, and what strategies record (lanes run, fallbacks, stage timings)."""
+
+    query: str
+    k: int
+    scope: Scope
+    filters: Node | None
+    chunking: str
+    context: RetrievalContext
+    fetch_k: int  # candidates a strategy should return: k plus room for de-duplication
+    include_vectors: bool
+    lanes_run: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)  # strategy-specific metadata for the result
+    _vector: np.ndarray | None = None
+
+    def where(self, *extra: Node | None) -> Any:
+        """The Weaviate filter: scope AND the user's filters AND ``extra``. Every store call goes through it."""
+        return build_where(self.scope, self.filters, *extra)
+
+    def vector(self) -> np.ndarray:
+        """The query's embedding, computed once per search."""
+        if self._vector is None:
+            with self.stage("embed"):
+                self._vector = np.asarray(self.context.embedder.encode([self.query])[0], dtype=np.float32)
+        return self._vector
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings_ms[name] = self.timings_ms.get(name, 0.0) + (time.perf_counter() - start) * 1000
+
+    def lane(self, name: str) -> None:
+        if name not in self.lanes_run:
+            self.lanes_run.append(name)
+
+
+def _check_option(owner: str, name: str, value: Any, default: Any) -> Any:
+    if default is None:  # free-form option (e.g. weights): the strategy validates it
+        return value
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, tuple):
+        ok = isinstance(value, (list, tuple))
+        value = tuple(value) if ok else value
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise RetrievalError(f"{owner}: option {name}={value!r} should be {type(default).__name__}")
+    return value
+
+
+class Retriever(ABC):
+    """Subclasses implement ``get_search_results``; ``search`` validates input, builds the scope filter,
+    times stages, post-processes, ranks and fills the result's metadata.
+
+    Strategy options are the class's ``defaults`` (documented there), overridable at construction and per
+    search; post-processing options (``POSTPROCESS_DEFAULTS``) are accepted by every strategy.
+    """
+
+    name: ClassVar[str] = ""
+    default_chunking: ClassVar[str] = "recursive"
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, context: RetrievalContext, chunking: str | None = None, **options: Any) -> None:
+        self.context = context
+        self.chunking = chunking or self.default_chunking
+        self.options = self._options({}, options)
+        self.warnings: list[str] = []
+        self.fallbacks: list[str] = []  # taken when this retriever was chosen (registry fallback)
+        self.requested = self.name
+
+    # what a subclass provides -----------------------------------------------------------------------
+    @abstractmethod
+    def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
+        """Up to ``request.fetch_k`` items, best first, each with ``score`` and ``lane_scores``.
+
+        Every store call must use ``request.where(...)`` so the scope filter always applies.
+        """
+
+    # the template -------------------------------------------------------------------------------------
+    def search(self, query: str, k: int = 5, filters: Mapping[str, Any] | str | None = None,
+               scope: Scope | str | None = None, **options: Any) -> RetrievalResult:
+        started = time.perf_counter()
+        query = _check_query(query)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise RetrievalError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+        opts = self._options(self.options, options)
+        post = {name: opts.pop(name) for name in POSTPROCESS_DEFAULTS}
+        user_filter = self.context.bind_filters(self.chunking, parse_filters(filters))
+        request = SearchRequest(
+            query=query, k=k, scope=_scope(scope), filters=user_filter, chunking=self.chunking, context=self.context,
+            fetch_k=min(MAX_K * 2, k * 2 if post["dedup"] else k),
+            include_vectors=post["dedup"] or post["abstain"] or post["keep_vectors"],
+            fallbacks=list(self.fallbacks),
+        )
+        items = self.get_search_results(request, **opts)
+        with request.stage("postprocess"):
+            items, extra = self._postprocess(request, items, post)
+        request.timings_ms["total"] = (time.perf_counter() - started) * 1000
+        metadata = {
+            "strategy": self.name,
+            "requested_strategy": self.requested,
+            "chunking": self.chunking,
+            "k": k,
+            "scope": request.scope.path,
+            "filters": _describe(filters),
+            "lanes_run": request.lanes_run,
+            "fallbacks": request.fallbacks,
+            "warnings": list(self.warnings),
+            "timings_ms": {name: round(ms, 2) for name, ms in request.timings_ms.items()},
+            "options": {**opts, **post},
+            **request.info,
+            **extra,
+        }
+        return RetrievalResult(query=query, items=items, metadata=metadata)
+
+    def _postprocess(self, request: SearchRequest, items: list[RetrievedItem],
+                     post: dict[str, Any]) -> tuple[list[RetrievedItem], dict[str, Any]]:
+        extra: dict[str, Any] = {"abstained": False, "abstain_reason": None}
+        pinned = [i for i in items if pp.is_graph_context(i)]  # the graph context item stays first
+        ranked = [i for i in items if not pp.is_graph_context(i)]
+        if post["dedup"]:
+            ranked, removed = pp.remove_near_duplicates(ranked, post["dedup_threshold"])
+            extra["duplicates_removed"] = removed
+        ranked = ranked[: request.k]
+        if post["abstain"]:
+            # the query vector is only needed for items the dense lane did not score
+            vector = request.vector() if any("dense" not in i.lane_scores for i in ranked) else None
+            best, reason = pp.sufficiency(ranked, vector, post["abstain_floor"])
+            extra["best_dense_cosine"] = None if best is None else round(best, 4)
+            if reason:
+                extra.update(abstained=True, abstain_reason=reason)
+                return [], extra
+        for rank, item in enumerate(ranked, start=1):
+            item.rank = rank
+        for item in pinned:
+            item.rank = 0
+        if post["reorder"]:
+            ranked = pp.lost_in_the_middle(ranked)
+            extra["reordered"] = True
+        if not post["keep_vectors"]:
+            for item in [*pinned, *ranked]:
+                item.metadata.pop("vector", None)
+        return [*pinned, *ranked], extra
+
+    def _options(self, base: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+        allowed = {**POSTPROCESS_DEFAULTS, **self.defaults}
+        out = {**allowed, **base}
+        for name, value in given.items():
+            if name not in allowed:
+                raise RetrievalError(f"{self.name}: unknown option {name!r}; options: {', '.join(sorted(allowed))}")
+            out[name] = _check_option(self.name, name, value, allowed[name])
+        return out
+
+
+def _check_query(query: Any) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise RetrievalError("the query must be a non-empty string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise RetrievalError(f"the query has {len(query)} characters, over the limit of {MAX_QUERY_CHARS}")
+    return query.strip()
+
+
+def _scope(scope: Scope | str | None) -> Scope:
+    if scope is None or isinstance(scope, str):
+        return Scope.from_path(scope)
+    if isinstance(scope, Scope):
+        return scope
+    raise RetrievalError(f"scope must be a Scope or a path like 'tenant/user', got {type(scope).__name__}")
+
+
+def _describe(filters: Any) -> Any:
+    if filters is None or isinstance(filters, str):
+        return filters
+    try:
+        return json.loads(json.dumps(filters, default=str))
+    except (TypeError, ValueError):
+        return str(filters)
+
+
+def store_call(request: SearchRequest, stage: str, fn: Callable[[], list[RetrievedItem]]) -> list[RetrievedItem]:
+    """Run one store query under a timed stage; a store failure becomes a RetrievalError naming the stage."""
+    with request.stage(stage):
+        try:
+            return fn()
+        except StoreError as e:
+            raise RetrievalError(f"{stage}: {e}") from e
+
+
+# registry --------------------------------------------------------------------------------------------------
+
+_REGISTRY: dict[str, type[Retriever]] = {}
+FALLBACK_STRATEGY = "dense"
+
+
+def register_retrieval_strategy(name: str, cls: type[Retriever] | None = None) -> Any:
+    """Make ``cls`` available as ``name`` (also usable as a class decorator); a name can be taken once."""
+
+    def register(cls: type[Retriever]) -> type[Retriever]:
+        if not (isinstance(cls, type) and issubclass(cls, Retriever)):
+            raise RetrievalError(f"retrieval strategy {name!r}: {cls!r} is not a Retriever subclass")
+        if not name or not isinstance(name, str):
+            raise RetrievalError(f"retrieval strategy name must be a non-empty string, got {name!r}")
+        if name in _REGISTRY:
+            raise RetrievalError(f"retrieval strategy {name!r} is already registered ({_REGISTRY[name].__qualname__})")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return register(cls) if cls is not None else register
+
+
+def available_strategies() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_retriever(name: str, context: RetrievalContext, chunking: str | None = None, **options: Any) -> Retriever:
+    """The registered strategy ``name``; an unknown name gives ``dense`` with a warning in every result.
+
+    Options the fallback does not know are dropped (and named in the warning) rather than raising.
+    """
+    cls = _REGISTRY.get(name)
+    if cls is not None:
+        return cls(context, chunking=chunking, **options)
+    fallback = _REGISTRY[FALLBACK_STRATEGY]
+    known = {**POSTPROCESS_DEFAULTS, **fallback.defaults}
+    dropped = sorted(set(options) - set(known))
+    warning = (f"unknown retrieval strategy {name!r} (available: {', '.join(available_strategies())}); "
+               f"used {FALLBACK_STRATEGY}" + (f", ignoring options {dropped}" if dropped else ""))
+    log.warning(warning)
+    retriever = fallback(context, chunking=chunking, **{k: v for k, v in options.items() if k in known})
+    retriever.warnings.append(warning)
+    retriever.fallbacks.append(f"{name}->{FALLBACK_STRATEGY}: unknown strategy")
+    retriever.requested = name
+    return retriever

@@ -1,0 +1,62 @@
+"""The store queries behind each lane (dense, bm25, native hybrid), shared by every strategy.
+
+Each goes through ``request.where(...)``, so the scope filter is on every query, and records its lane and
+its timing on the request.
+"""
+
+from __future__ import annotations
+
+from ragloom.errors import RetrievalError
+from ragloom.retrieval.base import SearchRequest, store_call
+from ragloom.retrieval.filters import Node
+from ragloom.types import RetrievedItem
+
+LANES = ("dense", "bm25", "hybrid")
+HYBRID_FUSION_TYPES = ("relative_score", "ranked")
+
+
+def _tag(items: list[RetrievedItem], lane: str) -> list[RetrievedItem]:
+    for item in items:
+        item.lane_scores.setdefault(lane, item.score)
+    return items
+
+
+def dense(request: SearchRequest, collection: str, k: int, *extra: Node | None) -> list[RetrievedItem]:
+    vector = request.vector()
+    where = request.where(*extra)
+    request.lane("dense")
+    return _tag(store_call(request, "dense", lambda: request.context.vectors.near_vector(
+        collection, vector, k, where=where, include_vectors=request.include_vectors)), "dense")
+
+
+def bm25(request: SearchRequest, collection: str, k: int, *extra: Node | None) -> list[RetrievedItem]:
+    where = request.where(*extra)
+    request.lane("bm25")
+    return _tag(store_call(request, "bm25", lambda: request.context.vectors.bm25(
+        collection, request.query, k, where=where, include_vectors=request.include_vectors)), "bm25")
+
+
+def hybrid(request: SearchRequest, collection: str, k: int, *extra: Node | None, alpha: float = 0.5,
+           fusion_type: str = "relative_score") -> list[RetrievedItem]:
+    if not 0.0 <= alpha <= 1.0:
+        raise RetrievalError(f"hybrid: alpha={alpha} must be between 0 (keyword only) and 1 (vector only)")
+    if fusion_type not in HYBRID_FUSION_TYPES:
+        raise RetrievalError(f"hybrid: fusion_type={fusion_type!r}; use {' or '.join(HYBRID_FUSION_TYPES)}")
+    vector = request.vector()
+    where = request.where(*extra)
+    request.lane("hybrid")
+    return _tag(store_call(request, "hybrid", lambda: request.context.vectors.hybrid(
+        collection, request.query, vector, k, alpha=alpha, fusion=fusion_type, where=where,
+        include_vectors=request.include_vectors)), "hybrid")
+
+
+def run(lane: str, request: SearchRequest, collection: str, k: int, *extra: Node | None, alpha: float = 0.5,
+        fusion_type: str = "relative_score") -> list[RetrievedItem]:
+    """One lane by name."""
+    if lane == "dense":
+        return dense(request, collection, k, *extra)
+    if lane == "bm25":
+        return bm25(request, collection, k, *extra)
+    if lane == "hybrid":
+        return hybrid(request, collection, k, *extra, alpha=alpha, fusion_type=fusion_type)
+    raise RetrievalError(f"unknown lane {lane!r}; use one of {', '.join(LANES)}")

@@ -1,0 +1,133 @@
+"""Steps applied to a strategy's ranked items (pure): near-duplicate removal, abstention, lost-in-the-middle
+reordering, and context assembly under a token budget with numbered citations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ragloom.types import RetrievalResult, RetrievedItem
+
+DEFAULT_DEDUP_THRESHOLD = 0.92
+# The issue proposed 0.5. On SciFact (809 answerable claims, all-MiniLM-L6-v2, recursive chunks) the best
+# chunk's cosine is below 0.5 for about a third of the queries, and below 0.30 for under 1%; off-topic
+# questions score 0.05-0.20 (benchmarks/query_latency.py --abstention prints the distribution).
+DEFAULT_ABSTAIN_FLOOR = 0.30
+GRAPH_SOURCE = "graph_rag"
+
+
+def item_vector(item: RetrievedItem) -> np.ndarray | None:
+    vector = item.metadata.get("vector")
+    if vector is None:
+        return None
+    return np.asarray(vector, dtype=np.float32)
+
+
+def remove_near_duplicates(items: Sequence[RetrievedItem], threshold: float = DEFAULT_DEDUP_THRESHOLD
+                           ) -> tuple[list[RetrievedItem], list[str]]:
+    """Keep an item unless its vector has cosine >= threshold with a better-ranked kept item.
+
+    Items without a vector (the graph context item, stores that did not return vectors) are always kept.
+    Returns (kept, chunk ids removed).
+    """
+    kept: list[RetrievedItem] = []
+    kept_vectors: list[np.ndarray] = []
+    removed: list[str] = []
+    for item in items:
+        vector = item_vector(item)
+        if vector is not None:
+            norm = float(np.linalg.norm(vector))
+            unit = vector / norm if norm > 0 else vector
+            if kept_vectors and float(np.max(np.stack(kept_vectors) @ unit)) >= threshold:
+                removed.append(item.chunk_id)
+                continue
+            kept_vectors.append(unit)
+        kept.append(item)
+    return kept, removed
+
+
+def dense_cosine(item: RetrievedItem, query_vector: np.ndarray | None) -> float | None:
+    """The item's cosine to the query: the dense lane's score when it ran, else from the item's vector."""
+    if "dense" in item.lane_scores:
+        return float(item.lane_scores["dense"])
+    vector = item_vector(item)
+    if vector is None or query_vector is None:
+        return None
+    norm = float(np.linalg.norm(vector)) * float(np.linalg.norm(query_vector))
+    return float(vector @ query_vector) / norm if norm > 0 else 0.0
+
+
+def sufficiency(items: Sequence[RetrievedItem], query_vector: np.ndarray | None,
+                floor: float = DEFAULT_ABSTAIN_FLOOR) -> tuple[float | None, str | None]:
+    """(best dense cosine, reason to abstain or None). No measurable cosine never abstains."""
+    cosines = [c for c in (dense_cosine(i, query_vector) for i in items if not is_graph_context(i)) if c is not None]
+    if not items:
+        return None, "no results"
+    if not cosines:
+        return None, None
+    best = max(cosines)
+    if best < floor:
+        return best, f"best dense cosine {best:.3f} is below the sufficiency floor {floor:.2f}"
+    return best, None
+
+
+def lost_in_the_middle(items: Sequence[RetrievedItem]) -> list[RetrievedItem]:
+    """Best items at both ends, weakest in the middle (Liu et al. 2023): ranks 1,3,5,...,6,4,2."""
+    front = list(items[0::2])
+    back = list(items[1::2])
+    return front + back[::-1]
+
+
+def is_graph_context(item: RetrievedItem) -> bool:
+    return item.metadata.get("source") == GRAPH_SOURCE
+
+
+@dataclass(frozen=True)
+class Citation:
+    number: int
+    chunk_id: str
+    document_id: str
+    title: str = ""
+    source_path: str = ""
+    heading_path: tuple[str, ...] = ()
+    start: int | None = None
+    end: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def assemble_context(result: RetrievalResult | Sequence[RetrievedItem], token_budget: int,
+                     count_tokens: Callable[[str], int] | None = None) -> tuple[str, list[Citation]]:
+    """The items as numbered passages (``[1] Title > Heading\\ntext``) fitting ``token_budget`` tokens.
+
+    Items are taken in result order; one that does not fit is skipped (never cut: a half passage makes its
+    citation misleading) and smaller later ones may still fit. Numbers are contiguous; each citation maps its
+    number to the chunk and document. ``count_tokens`` defaults to the embedding model's tokenizer.
+    """
+    if count_tokens is None:
+        from ragloom.chunking.tokens import get_token_counter
+
+        count_tokens = get_token_counter().count
+    items = result.items if isinstance(result, RetrievalResult) else result
+    blocks: list[str] = []
+    citations: list[Citation] = []
+    used = 0
+    separator = 2  # the blank line between passages, a generous bound in any tokenizer
+    for item in items:
+        number = len(citations) + 1
+        label = " > ".join(item.heading_path) or item.metadata.get("title", "") or item.document_id
+        block = f"[{number}] {label}\n{item.text.strip()}"
+        cost = count_tokens(block) + (separator if blocks else 0)
+        if used + cost > token_budget:
+            continue
+        used += cost
+        blocks.append(block)
+        citations.append(Citation(
+            number=number, chunk_id=item.chunk_id, document_id=item.document_id,
+            title=str(item.metadata.get("title", "")), source_path=str(item.metadata.get("source_path", "")),
+            heading_path=tuple(item.heading_path), start=item.metadata.get("start"), end=item.metadata.get("end"),
+        ))
+    return "\n\n".join(blocks), citations

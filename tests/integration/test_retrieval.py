@@ -1,0 +1,510 @@
+"""Retrieval on the real stores: every strategy on real data, graph_rag beating hybrid on 2-hop MuSiQue questions,
+filters on the live server, fallbacks, post-processing, and scope isolation between tenants.
+
+Each corpus goes into its own collections and graph namespace through the pipeline's sync functions (with the
+shared embedding cache), and is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ragloom.api import Ragloom
+from ragloom.chunking import get_chunker
+from ragloom.embedding import make_embedder
+from ragloom.errors import FilterError, RagloomError, RetrievalError
+from ragloom.evaluation.datasets import load_dataset
+from ragloom.extraction import EntityExtractor, load_nlp
+from ragloom.indexing.graph import sync_graph
+from ragloom.indexing.vectors import sync_vectors
+from ragloom.parsing import document_hash
+from ragloom.settings import Settings
+from ragloom.stores.embedding_cache import EmbeddingCache
+from ragloom.stores.neo4j import Neo4jStore
+from ragloom.stores.weaviate import WeaviateStore
+from ragloom.types import Document, RetrievalResult, Scope
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+FLAT_STRATEGIES = ("dense", "bm25", "hybrid")
+ALL_STRATEGIES = ("dense", "bm25", "hybrid", "graph_rag", "hierarchical")
+
+
+# corpora -------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Corpus:
+    settings: Settings
+    vectors: WeaviateStore
+    graph: Neo4jStore
+    rag: Ragloom
+
+
+@pytest.fixture(scope="module")
+def models(settings: Settings):
+    return make_embedder(settings), load_nlp(settings.spacy_model)
+
+
+def _index(settings: Settings, models, name: str, documents: list[Document], chunkings: tuple[str, ...],
+           graph_for: tuple[str, ...] = ()) -> Iterator[Corpus]:
+    embedder, nlp = models
+    tag = uuid.uuid4().hex[:8]
+    ns = dataclasses.replace(settings, collection_prefix=f"TestRet{name}{tag}", graph_namespace=f"test_ret_{tag}")
+    vectors, graph = WeaviateStore.connect(ns), Neo4jStore.connect(ns)
+    try:
+        cache = EmbeddingCache(settings.artifacts_dir / "embedding_cache")
+        for chunking in chunkings:
+            chunks = get_chunker(chunking).chunk_many(documents)
+            report = sync_vectors(vectors, embedder, chunking, chunks, cache=cache)
+            assert report.failed == 0
+            if chunking in graph_for:
+                sync_graph(graph, EntityExtractor(nlp), chunking, chunks)
+        rag = Ragloom(ns, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp)
+        yield Corpus(ns, vectors, graph, rag)
+    finally:
+        vectors.drop_collections()
+        graph.clear()
+        vectors.close()
+        graph.close()
+
+
+@pytest.fixture(scope="module")
+def scifact():
+    # 12 sampled claims, their gold abstracts and 200 others in all
+    return load_dataset(DATA / "scifact", max_queries=12, corpus_limit=200, seed=13)
+
+
+@pytest.fixture(scope="module")
+def scifact_corpus(settings, models, scifact) -> Iterator[Corpus]:
+    yield from _index(settings, models, "Scifact", scifact.documents, ("recursive", "hierarchical"))
+
+
+# MuSiQue paragraphs come in blocks per question (its gold paragraphs and distractors); these ranges hold the
+# blocks of 8 questions. The 2-hop cases below were found by running hybrid and graph_rag over this subset.
+MUSIQUE_RANGES = ((0, 60), (240, 280), (1300, 1340), (1640, 1680))
+GRAPH_BEATS_HYBRID = [  # (question, k, gold paragraph graph_rag reaches and hybrid misses)
+    ("2hop__192622_62302", 10, "mq1657"),  # Peter Bonetti -> Chelsea -> the season's first goal
+    ("2hop__192622_62302", 5, "mq1657"),
+    ("2hop__704058_599261", 5, "mq1316"),  # Silverton -> Colorado -> Humboldt Peak's range
+]
+
+
+@pytest.fixture(scope="module")
+def musique():
+    dataset = load_dataset(DATA / "musique")
+    keep = {f"mq{i:04d}" for a, b in MUSIQUE_RANGES for i in range(a, b)}
+    dataset.documents = [d for d in dataset.documents if d.document_id in keep]
+    dataset.queries = [q for q in dataset.queries if set(dataset.qrels[q.query_id]) <= keep]
+    return dataset
+
+
+@pytest.fixture(scope="module")
+def musique_corpus(settings, models, musique) -> Iterator[Corpus]:
+    yield from _index(settings, models, "Musique", musique.documents, ("recursive",), graph_for=("recursive",))
+
+
+OBLIQA_DOCUMENTS = ("32", "25", "16", "15")  # the four shortest rulebooks that have questions (6.7k-13.7k chars)
+
+
+@pytest.fixture(scope="module")
+def obliqa():
+    dataset = load_dataset(DATA / "obliqa")
+    dataset.documents = [d for d in dataset.documents if d.document_id in OBLIQA_DOCUMENTS]
+    dataset.queries = [q for q in dataset.queries if set(dataset.qrels[q.query_id]) <= set(OBLIQA_DOCUMENTS)]
+    return dataset
+
+
+@pytest.fixture(scope="module")
+def obliqa_corpus(settings, models, obliqa) -> Iterator[Corpus]:
+    yield from _index(settings, models, "Obliqa", obliqa.documents, ("hierarchical",))
+
+
+def doc_ids(result: RetrievalResult) -> list[str]:
+    return [i.document_id for i in result.items if i.rank > 0]
+
+
+# every strategy finds relevant chunks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy, options", [
+    ("dense", {}), ("bm25", {}), ("hybrid", {}), ("hybrid", {"fusion_type": "ranked", "alpha": 0.3}),
+    ("hybrid", {"client_fusion": True}), ("hybrid", {"client_fusion": True, "fusion": "weighted"}),
+    ("hierarchical", {}),
+])
+def test_each_strategy_finds_the_gold_abstracts_of_scifact_claims(scifact, scifact_corpus, strategy, options):
+    hits = 0
+    for query in scifact.queries:
+        result = scifact_corpus.rag.query(query.text, strategy=strategy, k=5, abstain=False, **options)
+        assert result.metadata["strategy"] == strategy and result.metadata["fallbacks"] == []
+        hits += bool(set(doc_ids(result)) & set(scifact.qrels[query.query_id]))
+    # 200 abstracts: chance is ~1 in 40 per query; full-corpus references put dense/bm25 nDCG@10 near 0.66
+    assert hits >= 10, f"{strategy} {options}: gold abstract in the top 5 for {hits}/12 claims"
+
+
+def test_items_carry_what_callers_need(scifact, scifact_corpus):
+    result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="hybrid", k=5, client_fusion=True)
+    meta = result.metadata
+    assert meta["lanes_run"] == ["dense", "bm25"] and meta["chunking"] == "recursive"
+    assert {"embed", "dense", "bm25", "fusion", "postprocess", "total"} <= set(meta["timings_ms"])
+    assert [i.rank for i in result.items] == list(range(1, len(result.items) + 1))
+    for item in result.items:
+        assert item.chunk_id and item.document_id and item.text
+        assert "vector" not in item.metadata and item.metadata["scope_path"] == "__shared__"
+        assert set(item.lane_scores) <= {"dense", "bm25"} and item.lane_scores
+    assert any(len(i.lane_scores) == 2 for i in result.items)  # found by both lanes, both scores kept
+
+
+def test_graph_rag_finds_multi_hop_gold(musique, musique_corpus):
+    found = 0
+    for query in musique.queries:
+        result = musique_corpus.rag.query(query.text, strategy="graph_rag", k=10, abstain=False)
+        assert "graph" in result.metadata["lanes_run"], result.metadata["fallbacks"]
+        gold = set(musique.qrels[query.query_id])
+        found += len(gold & set(doc_ids(result))) / len(gold)
+    assert found / len(musique.queries) >= 0.8  # recall@10 of all gold paragraphs, 8 questions
+
+
+@pytest.mark.parametrize("question, k, gold", GRAPH_BEATS_HYBRID)
+def test_graph_rag_reaches_a_gold_paragraph_hybrid_misses(musique, musique_corpus, question, k, gold):
+    text = next(q.text for q in musique.queries if q.query_id == question)
+    hybrid = musique_corpus.rag.query(text, strategy="hybrid", k=k, abstain=False)
+    graph = musique_corpus.rag.query(text, strategy="graph_rag", k=k, abstain=False)
+    assert gold not in doc_ids(hybrid)
+    assert gold in doc_ids(graph)
+    reached = next(i for i in graph.items if i.document_id == gold)
+    assert "graph" in reached.lane_scores  # it came through the graph lane
+    assert graph.metadata["graph"]["seeds"] and graph.metadata["fallbacks"] == []
+
+
+def test_graph_rag_prepends_the_visited_subgraph(musique, musique_corpus):
+    result = musique_corpus.rag.query("Who scored the first goal of last season for Peter Bonetti's team?",
+                                      strategy="graph_rag", k=5)
+    context = result.items[0]
+    assert context.metadata["source"] == "graph_rag" and context.rank == 0
+    assert context.chunk_id.startswith("graph:")
+    lines = context.text.splitlines()[1:]
+    assert lines and all(" -[" in line and "]-> " in line and line.endswith(")") for line in lines)
+    assert [i.rank for i in result.items[1:]] == list(range(1, len(result.items)))
+    readable = " ".join(i.text.lower() for i in result.items[1:])
+    for entity in context.metadata["entities"]:  # only what the returned chunks name
+        assert entity.lower() in readable or entity.lower() in context.text.lower()
+    assert len({i.chunk_id for i in result.items}) == len(result.items)
+
+
+def test_graph_rag_respects_max_hops_and_relation_types(musique_corpus):
+    text = "Who scored the first goal of last season for Peter Bonetti's team?"
+    one = musique_corpus.rag.query(text, strategy="graph_rag", k=5, max_hops=1)
+    two = musique_corpus.rag.query(text, strategy="graph_rag", k=5, max_hops=2)
+    assert two.metadata["graph"]["entities_visited"] > one.metadata["graph"]["entities_visited"]
+    none = musique_corpus.rag.query(text, strategy="graph_rag", k=5, relation_types=["no_such_relation"])
+    assert none.metadata["graph"]["edges"] == 0
+    with pytest.raises(RetrievalError, match="max_hops"):
+        musique_corpus.rag.query(text, strategy="graph_rag", max_hops=4)
+
+
+# hierarchical ----------------------------------------------------------------------------------------------
+
+
+def _overlaps_gold(item, passages) -> bool:
+    start, end = item.metadata["start"], item.metadata["end"]
+    return any(p.document_id == item.document_id and min(end, p.end) - max(start, p.start)
+               >= 0.5 * min(end - start, p.end - p.start) for p in passages)
+
+
+def test_hierarchical_goes_coarse_to_fine_and_finds_gold_passages(obliqa, obliqa_corpus):
+    hits = 0
+    for query in obliqa.queries:
+        result = obliqa_corpus.rag.query(query.text, strategy="hierarchical", k=5, abstain=False, auto_merge=False)
+        info = result.metadata["hierarchical"]
+        assert result.metadata["fallbacks"] == [] and info["levels_searched"] == [1, 2]
+        leaf = info["leaf_level"]
+        assert leaf == 3  # document, section, parent_1024, child
+        assert all(i.metadata["level"] == leaf and i.metadata["parent_id"] in info["parents"] for i in result.items)
+        gold = [obliqa.passages[p] for p in obliqa.passage_qrels.get(query.query_id, {})]
+        hits += any(_overlaps_gold(i, gold) for i in result.items)
+    assert hits >= 0.6 * len(obliqa.queries), f"{hits}/{len(obliqa.queries)}"
+
+
+def test_auto_merge_returns_the_parent_of_enough_siblings(obliqa, obliqa_corpus):
+    merged = []
+    for query in obliqa.queries[:15]:
+        result = obliqa_corpus.rag.query(query.text, strategy="hierarchical", k=10, abstain=False, dedup=False,
+                                         merge_threshold=0.3)
+        merged += [i for i in result.items if i.metadata.get("merged_from")]
+    assert merged, "no query retrieved two siblings covering 30% of their parent"
+    for parent in merged:
+        children = obliqa_corpus.vectors.fetch("hierarchical", parent.metadata["merged_from"])
+        assert len(children) >= 2 and {c.metadata["parent_id"] for c in children} == {parent.chunk_id}
+        covered = sum(c.metadata["end"] - c.metadata["start"] for c in children)
+        assert covered >= 0.3 * (parent.metadata["end"] - parent.metadata["start"])
+        assert all(c.text in parent.text for c in children)
+
+
+@pytest.mark.parametrize("mode, level", [("parent", 2), ("document", 0)])
+def test_parent_and_document_expansion(obliqa, obliqa_corpus, mode, level):
+    query = obliqa.queries[0].text
+    options = {"abstain": False, "auto_merge": False, "dedup": False}
+    plain = obliqa_corpus.rag.query(query, strategy="hierarchical", k=5, **options)
+    expanded = obliqa_corpus.rag.query(query, strategy="hierarchical", k=5, expand=mode, **options)
+    assert all(i.metadata["level"] == level for i in expanded.items)
+    assert len({i.chunk_id for i in expanded.items}) == len(expanded.items)
+    sources = [cid for i in expanded.items for cid in i.metadata["expanded_from"]]
+    assert {i.chunk_id for i in plain.items} <= set(sources)
+    for item in plain.items:  # each hit's text lies inside what replaced it
+        holder = next(e for e in expanded.items if item.chunk_id in e.metadata["expanded_from"])
+        assert item.text in holder.text
+
+
+# fallbacks -------------------------------------------------------------------------------------------------
+
+
+def test_unknown_strategy_falls_back_to_dense(scifact, scifact_corpus):
+    result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="graphrag_typo", k=3, alpha=0.2)
+    assert result.metadata["strategy"] == "dense" and result.metadata["requested_strategy"] == "graphrag_typo"
+    assert "unknown retrieval strategy 'graphrag_typo'" in result.metadata["warnings"][0]
+    assert result.metadata["fallbacks"] == ["graphrag_typo->dense: unknown strategy"]
+    assert result.items and result.metadata["lanes_run"] == ["dense"]
+
+
+def test_graph_rag_without_seed_entities_falls_back_to_hybrid(musique_corpus):
+    result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False)
+    assert result.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the query"]
+    assert result.metadata["lanes_run"] == ["hybrid"] and result.items
+
+
+def test_graph_rag_without_a_reachable_graph_falls_back_to_hybrid(settings, models, musique_corpus):
+    embedder, nlp = models
+    unreachable = dataclasses.replace(musique_corpus.settings, neo4j_uri="bolt://127.0.0.1:1")
+    with Ragloom(unreachable, vectors=musique_corpus.vectors, embedder=embedder, nlp=nlp) as rag:
+        result = rag.query("Who scored the first goal of last season for Peter Bonetti's team?",
+                           strategy="graph_rag", k=3, abstain=False)
+    assert len(result.metadata["fallbacks"]) == 1
+    assert result.metadata["fallbacks"][0].startswith("graph_rag->hybrid: graph store unavailable")
+    assert result.items
+
+
+def test_hierarchical_on_a_flat_collection_searches_flat(scifact, scifact_corpus):
+    result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="hierarchical", chunking="recursive", k=3)
+    assert result.metadata["fallbacks"][0].startswith("hierarchical->flat")
+    assert result.items
+
+
+# post-processing -------------------------------------------------------------------------------------------
+
+
+def test_abstains_off_topic_but_answers_the_claims(scifact, scifact_corpus):
+    off = scifact_corpus.rag.query("How do I bake sourdough bread at home?", strategy="hybrid", k=5)
+    assert off.items == [] and off.metadata["abstained"] is True
+    assert "below the sufficiency floor" in off.metadata["abstain_reason"]
+    answered = [bool(scifact_corpus.rag.query(q.text, strategy="hybrid", k=5).items) for q in scifact.queries]
+    assert sum(answered) >= 11
+
+
+def test_context_assembly_cites_the_results(scifact, scifact_corpus):
+    result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="hybrid", k=5)
+    text, citations = scifact_corpus.rag.context_text(result, token_budget=300)
+    assert citations and text.startswith("[1] ")
+    by_id = {i.chunk_id: i for i in result.items}
+    for c in citations:
+        assert by_id[c.chunk_id].document_id == c.document_id and f"[{c.number}] " in text
+
+
+# scope isolation and filters (one small synthetic corpus) --------------------------------------------------
+
+SCOPES = {
+    "shared": Scope(),
+    "acme": Scope("acme"),
+    "alice": Scope("acme", "alice"),
+    "alice_chat": Scope("acme", "alice", "c1"),
+    "alice_agent": Scope("acme", "alice", "c1", "planner"),
+    "bob": Scope("acme", "bob"),
+    "acme_corp": Scope("acme-corp"),  # a tenant whose name extends another's
+    "acme_alice": Scope("acme-alice"),  # a tenant named like a path below another
+}
+
+
+def _doc(key: str, text: str, **metadata) -> Document:
+    scope = SCOPES[key]
+    title = f"Falcon memo {key}"
+    return Document(document_id=f"memo-{key}", title=title, text=text, source_path=f"memos/{key}.md",
+                    format="text", content_hash=document_hash(text, title, metadata, scope), metadata=metadata,
+                    scope=scope)
+
+
+SCOPE_DOCUMENTS = [
+    _doc("shared", "Project Falcon is the company's satellite program. Falcon Industries builds the Falcon probe "
+         "in Toulouse, and the European Space Agency reviews its budget every year.",
+         status="published", year=2019, published="2019-05-01", tags=["space", "public"]),
+    _doc("acme", "Acme Corporation joined Project Falcon in 2021. Maria Lopez leads the Falcon team at Acme in "
+         "Madrid and reports the Falcon budget to the board.",
+         status="published", year=2021, published="2021-02-10", tags=["space"]),
+    _doc("alice", "Alice Moreau approved the Falcon budget of 12 million euros for Acme. She met Maria Lopez in "
+         "Madrid to plan the Falcon launch with Orion Logistics.",
+         status="draft", year=2022, published="2022-06-15", tags=["budget"]),
+    _doc("alice_chat", "In chat c1 Alice asked whether the Falcon budget covers the launch insurance from Orion "
+         "Logistics; the answer was yes.", status="draft", year=2023, published="2023-01-20"),
+    _doc("alice_agent", "The planner agent drafted the Falcon launch schedule for Alice: integration in March, "
+         "launch from Kourou in June.", status="draft", year=2023, published="2023-03-01"),
+    _doc("bob", "Bob Keller secretly moved the Falcon budget to Zephyr Holdings in Zurich. Zephyr Holdings paid "
+         "Bob Keller for the Falcon launch contract.", status="published", year=2022, published="2022-07-01",
+         tags=["budget", "secret"]),
+    _doc("acme_corp", "Acme Corp Limited cut the Falcon budget after Quentin Marsh reviewed the Falcon launch "
+         "with Zephyr Holdings in Geneva.", status="published", year=2020, published="2020-09-09"),
+    _doc("acme_alice", "Acme-Alice Consulting audited the Falcon budget for Ivo Petrov in Vienna.",
+         status="published", year=2020, published="2020-11-11"),
+]
+DUPLICATE = dataclasses.replace(SCOPE_DOCUMENTS[0], document_id="memo-shared-copy", source_path="memos/copy.md")
+FALCON_QUERIES = ["Who approved the Falcon budget?", "Falcon launch contract and budget", "Zephyr Holdings",
+                  "Where is the Falcon launch?", "Bob Keller Falcon budget Zurich"]
+
+
+@pytest.fixture(scope="module")
+def memos(settings, models) -> Iterator[Corpus]:
+    yield from _index(settings, models, "Memos", [*SCOPE_DOCUMENTS, DUPLICATE], ("recursive", "hierarchical"),
+                      graph_for=("recursive",))
+
+
+SECRETS = {"memo-bob": ("zephyr", "bob keller", "zurich"), "memo-acme_corp": ("zephyr", "quentin marsh", "geneva"),
+           "memo-acme_alice": ("ivo petrov", "vienna"), "memo-alice": ("alice moreau",)}
+
+
+def forbidden_names(scope: Scope) -> set[str]:
+    """Names that appear only in documents this scope may not read."""
+    allowed = visible_documents(scope)
+    hidden = {n for doc, names in SECRETS.items() if doc not in allowed for n in names}
+    return hidden - {n for doc, names in SECRETS.items() if doc in allowed for n in names}
+
+
+def visible_documents(scope: Scope) -> set[str]:
+    paths = set(scope.visible_paths())
+    return {d.document_id for d in [*SCOPE_DOCUMENTS, DUPLICATE] if d.scope.path in paths}
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+@pytest.mark.parametrize("scope_key", list(SCOPES))
+def test_a_scope_sees_itself_and_its_ancestors_never_a_sibling(memos, strategy, scope_key):
+    scope = SCOPES[scope_key]
+    allowed = visible_documents(scope)
+    seen: set[str] = set()
+    for query in FALCON_QUERIES:
+        result = memos.rag.query(query, strategy=strategy, k=10, scope=scope, abstain=False, dedup=False)
+        assert result.metadata["scope"] == scope.path
+        returned = set(doc_ids(result))
+        assert returned <= allowed, f"{strategy} in {scope.path!r} returned {sorted(returned - allowed)}"
+        seen |= returned
+        for item in result.items:  # chunks and the graph context item alike
+            leaked = [name for name in forbidden_names(scope) if name in item.text.lower()]
+            assert not leaked, f"{strategy} in {scope.path!r}: {item.chunk_id} names {leaked}"
+    assert seen == allowed, f"{strategy} in {scope.path!r}: saw {sorted(seen)} of {sorted(allowed)}"
+
+
+def test_the_scope_holds_under_adversarial_filters(memos):
+    alice = SCOPES["alice"]
+    allowed = visible_documents(alice)
+    hostile = [
+        {"document_id": "memo-bob"},
+        {"document_id": ["memo-bob", "memo-acme_corp"]},
+        {"not": {"document_id": "memo-alice"}},
+        {"not": {"not": {"status": "published"}}},
+        {"title": {"contains": "*"}},
+        {"title": {"contains": ["bob", "Falcon memo b*"]}},
+        {"source_path": {"contains": "memos/"}},
+        {"tags": "secret"},
+        '{"status": "published\\" OR scope_path = \\"acme/bob"}',
+    ]
+    for spec in hostile:
+        for strategy in ALL_STRATEGIES:
+            result = memos.rag.query("Falcon budget", strategy=strategy, k=10, scope=alice, filters=spec,
+                                     abstain=False, dedup=False)
+            assert set(doc_ids(result)) <= allowed, (spec, strategy, doc_ids(result))
+    for spec in ({"scope_path": "acme/bob"}, {"scope_tenant": "acme"}, {"or": [{"document_id": "memo-bob"}]}):
+        with pytest.raises(FilterError, match="scope|not supported"):
+            memos.rag.query("Falcon budget", scope=alice, filters=spec)
+
+
+def test_graph_lane_stays_in_scope(memos):
+    # Zephyr Holdings is named only in bob's and acme-corp's memos. Without walking (no relation matches),
+    # alice's graph lane reaches no chunk she may read: graph_rag answers from the vectors and says so.
+    alice = SCOPES["alice"]
+    seeds_only = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False,
+                                 relation_types=["no_such_relation"])
+    assert seeds_only.metadata["fallbacks"] == ["graph_rag->hybrid: the graph reached no chunk in scope"]
+    assert set(doc_ids(seeds_only)) <= visible_documents(alice)
+    bob = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=SCOPES["bob"], abstain=False,
+                          relation_types=["no_such_relation"])
+    assert "graph" in bob.metadata["lanes_run"] and doc_ids(bob)[0] == "memo-bob"
+    # walking from Zephyr reaches Falcon, which alice's memos name: her chunks, and no name from bob's memo
+    walked = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False)
+    assert "graph" in walked.metadata["lanes_run"] and walked.metadata["graph"]["chunks"] > 0
+    assert set(doc_ids(walked)) <= visible_documents(alice)
+    assert not any(name in item.text.lower() for item in walked.items for name in forbidden_names(alice))
+
+
+ALL_MEMOS = {d.document_id: d for d in [*SCOPE_DOCUMENTS, DUPLICATE]}
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ({"status": "published"}, lambda m: m["status"] == "published"),
+    ({"status": ["draft"]}, lambda m: m["status"] == "draft"),
+    ({"year": {"gte": 2021, "lt": 2023}}, lambda m: 2021 <= m["year"] < 2023),
+    ({"published": {"gt": "2022-01-01"}}, lambda m: m["published"] > "2022-01-01"),
+    ({"published": "2021-02-10"}, lambda m: m["published"] == "2021-02-10"),
+    ({"published": {"lte": "2021-02-10T00:00:00Z"}}, lambda m: m["published"] <= "2021-02-10"),
+    ({"tags": "budget"}, lambda m: "budget" in m.get("tags", [])),
+    ({"tags": {"contains": "pub"}}, lambda m: any("pub" in t for t in m.get("tags", []))),
+    ({"not": {"status": "draft"}}, lambda m: m["status"] != "draft"),
+    ({"status": {"not": "draft"}, "year": {"not": {"lt": 2021}}}, lambda m: m["status"] != "draft"
+     and m["year"] >= 2021),
+    ('{"year": [2019, 2023]}', lambda m: m["year"] in (2019, 2023)),
+])
+def test_filters_on_the_live_server(memos, spec, expected):
+    everyone = Scope("acme", "alice", "c1", "planner")  # sees shared, acme, alice, her chat and agent
+    allowed = visible_documents(everyone)
+    want = {d for d in allowed if expected(ALL_MEMOS[d].metadata)}
+    result = memos.rag.query("Falcon", strategy="dense", k=50, scope=everyone, filters=spec, abstain=False,
+                             dedup=False)
+    assert set(doc_ids(result)) == want
+
+
+def test_title_contains_and_core_fields(memos):
+    everyone = Scope("acme", "alice", "c1", "planner")
+    result = memos.rag.query("Falcon", strategy="dense", k=50, scope=everyone, abstain=False, dedup=False,
+                             filters={"title": {"contains": "memo alice"}})
+    assert set(doc_ids(result)) == {"memo-alice", "memo-alice_chat", "memo-alice_agent"}
+    assert doc_ids(memos.rag.query("Falcon", strategy="bm25", k=50, scope=everyone,
+                                   filters={"title": {"contains": "Memo"}}, abstain=False)) == []  # case-sensitive
+    result = memos.rag.query("Falcon", strategy="dense", k=50, scope=everyone, abstain=False, dedup=False,
+                             filters={"document_id": "memo-acme", "level": 0})
+    assert set(doc_ids(result)) == {"memo-acme"}
+
+
+def test_invalid_filters_are_clear_errors_before_any_query(memos):
+    for spec, field in (({"no_such_field": 1}, "no_such_field"), ({"year": "2021"}, "year"),
+                        ({"published": {"gt": 5}}, "published"), ({"status": {"gte": 1}}, "status"),
+                        ('{"year": ', "JSON")):
+        with pytest.raises(FilterError, match=field):
+            memos.rag.query("Falcon", strategy="hybrid", filters=spec)
+
+
+def test_near_duplicates_are_removed(memos):
+    query, alice = "Who builds the Falcon probe in Toulouse?", SCOPES["alice"]
+    kept = memos.rag.query(query, strategy="dense", k=3, scope=alice, abstain=False)
+    both = memos.rag.query(query, strategy="dense", k=3, scope=alice, abstain=False, dedup=False)
+    assert {"memo-shared", "memo-shared-copy"} <= set(doc_ids(both))
+    assert len({"memo-shared", "memo-shared-copy"} & set(doc_ids(kept))) == 1
+    assert len(kept.metadata["duplicates_removed"]) >= 1 and len(kept.items) == 3
+
+
+def test_api_from_settings_opens_and_closes_its_own_stores(memos):
+    # make_embedder hands out the model the module already loaded (same settings): no second load
+    with Ragloom.from_settings(memos.settings) as rag:
+        result = rag.query("Who approved the Falcon budget?", strategy="graph_rag", k=3, scope="acme/alice")
+        assert "graph" in result.metadata["lanes_run"]
+        assert result.items and set(doc_ids(result)) <= visible_documents(SCOPES["alice"])
+    with pytest.raises(RagloomError):
+        rag.query("Falcon launch", strategy="dense", k=3)  # its Weaviate connection is closed

@@ -1,0 +1,190 @@
+"""sync_vectors against the real Weaviate: ingest, no-op re-ingest, edit, delete, cache, model change, failures."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from weaviate.classes.query import MetadataQuery
+
+from ragloom.chunking import RecursiveChunker
+from ragloom.embedding import Embedder, make_embedder
+from ragloom.errors import ConfigError, StoreError
+from ragloom.indexing.vectors import check_vectors, sync_vectors
+from ragloom.stores.embedding_cache import EmbeddingCache
+from ragloom.stores.weaviate import WeaviateStore
+from ragloom.types import Chunk, Document, sha256_hex
+
+SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact" / "corpus.jsonl"
+STRATEGY = "recursive"
+
+
+@pytest.fixture(scope="module")
+def documents() -> list[Document]:
+    if not SCIFACT.exists():
+        pytest.fail(f"evaluation data missing: {SCIFACT}")
+    docs = []
+    with SCIFACT.open() as f:
+        for line in f:
+            r = json.loads(line)
+            text = f"{r['title']}\n\n{r['text']}"
+            docs.append(Document(document_id=r["_id"], title=r["title"], text=text, source_path="corpus.jsonl",
+                                 format="jsonl", content_hash=sha256_hex(text), metadata={"year": 2020}))
+            if len(docs) == 12:
+                return docs
+    return docs
+
+
+@pytest.fixture(scope="module")
+def chunker() -> RecursiveChunker:
+    return RecursiveChunker()
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return make_embedder({"backend": "onnx"})
+
+
+@pytest.fixture
+def store(weaviate_client, namespace) -> Iterator[WeaviateStore]:
+    store = WeaviateStore(weaviate_client, namespace)
+    try:
+        yield store
+    finally:
+        store.drop_collections()
+
+
+def _update_times(store: WeaviateStore) -> dict[str, int]:
+    """chunk_id -> last update time of its object: proof of which objects a sync wrote."""
+    collection = store.client.collections.use(store.collection_name(STRATEGY))
+    return {o.properties["chunk_id"]: o.metadata.last_update_time
+            for o in collection.iterator(return_properties=["chunk_id"],
+                                         return_metadata=MetadataQuery(last_update_time=True))}
+
+
+def test_ingest_reingest_edit_delete(store, documents, chunker, embedder, tmp_path):
+    cache = EmbeddingCache(tmp_path / "cache")
+    logs: list[str] = []
+    chunks = chunker.chunk_many(documents)
+    assert len(chunks) > len(documents)  # abstracts are longer than a chunk: several chunks per document
+
+    # 1. ingest, in small batches so several writes overlap with embedding
+    first = sync_vectors(store, embedder, STRATEGY, chunks, cache=cache, batch_size=7, log=logs.append)
+    assert (first.inserted, first.deleted, first.unchanged, first.failed) == (len(chunks), 0, 0, 0)
+    assert first.embedded == len(chunks) and first.cache_hits == 0
+    assert first.collection_size == len(chunks)
+    assert store.chunk_index(STRATEGY) == {c.chunk_id: c.document_id for c in chunks}
+    assert check_vectors(store, STRATEGY, {c.chunk_id for c in chunks}, embedder.dimension)["ok"]
+    assert sum("embedded" in line for line in logs) == -(-len(chunks) // 7)
+    before = _update_times(store)
+
+    # 2. re-ingest the same chunks: nothing embedded, nothing written
+    again = sync_vectors(store, embedder, STRATEGY, chunker.chunk_many(documents), cache=cache)
+    assert (again.inserted, again.deleted, again.unchanged, again.embedded) == (0, 0, len(chunks), 0)
+    assert _update_times(store) == before
+
+    # 3. edit one document: only its chunks change
+    edited = replace(documents[4], text=documents[4].text + "\n\nAn added closing sentence about the cohort.")
+    docs2 = [*documents[:4], edited, *documents[5:]]
+    chunks2 = chunker.chunk_many(docs2)
+    old_ids = {c.chunk_id for c in chunks if c.document_id == edited.document_id}
+    new_ids = {c.chunk_id for c in chunks2 if c.document_id == edited.document_id}
+    assert new_ids - old_ids  # the edit produced at least one new chunk id
+    report = sync_vectors(store, embedder, STRATEGY, chunks2, cache=cache)
+    assert report.inserted == len(new_ids - old_ids)
+    assert report.deleted == len(old_ids - new_ids)
+    assert report.embedded == len(new_ids - old_ids)  # unchanged texts never reach the model
+    assert store.chunk_index(STRATEGY) == {c.chunk_id: c.document_id for c in chunks2}
+    after = _update_times(store)
+    untouched = {cid for cid in before if cid not in old_ids}
+    assert {cid: after[cid] for cid in untouched} == {cid: before[cid] for cid in untouched}
+
+    # 4. delete one document: its chunks disappear, nothing else moves
+    gone = docs2[7].document_id
+    chunks3 = [c for c in chunks2 if c.document_id != gone]
+    report = sync_vectors(store, embedder, STRATEGY, chunks3, cache=cache)
+    assert report.inserted == 0 and report.deleted == len(chunks2) - len(chunks3)
+    index = store.chunk_index(STRATEGY)
+    assert gone not in set(index.values())
+    assert index == {c.chunk_id: c.document_id for c in chunks3}
+    assert report.collection_size == len(chunks3)
+
+
+def test_cache_spares_the_model_after_a_rebuild(store, documents, chunker, embedder, tmp_path):
+    chunks = chunker.chunk_many(documents[:4])
+    cache = EmbeddingCache(tmp_path / "cache")
+    sync_vectors(store, embedder, STRATEGY, chunks, cache=cache)
+    store.drop_collection(STRATEGY)
+    rebuilt = sync_vectors(store, embedder, STRATEGY, chunks, cache=EmbeddingCache(tmp_path / "cache"))
+    assert rebuilt.inserted == len(chunks)
+    assert (rebuilt.embedded, rebuilt.cache_hits) == (0, len(chunks))
+    # vectors from the cache are the model's vectors: the chunk is its own nearest neighbour
+    probe = embedder.encode([chunks[2].embed_text])[0]
+    assert store.near_vector(STRATEGY, probe, 1)[0].chunk_id == chunks[2].chunk_id
+
+
+def test_a_model_change_rebuilds_the_collection(store, documents, chunker, embedder):
+    chunks = chunker.chunk_many(documents[:3])
+    sync_vectors(store, embedder, STRATEGY, chunks)
+    int8 = make_embedder({"backend": "onnx-int8"})
+    report = sync_vectors(store, int8, STRATEGY, chunks)
+    assert report.recreated and report.inserted == len(chunks) and report.deleted == 0
+    assert store.collection_info(STRATEGY)["model_id"] == int8.model_id
+    assert sync_vectors(store, int8, STRATEGY, chunks).inserted == 0
+
+
+class _BrokenForOneText(Embedder):
+    """The real embedder, except one text gets a NaN vector (a model fault we must not store)."""
+
+    def __init__(self, inner: Embedder, poisoned: str) -> None:
+        self.inner, self.poisoned = inner, poisoned
+        self.model_id, self.dimension, self.max_tokens = inner.model_id, inner.dimension, inner.max_tokens
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self.inner.encode(texts)
+        for i, text in enumerate(texts):
+            if text == self.poisoned:
+                vectors[i] = np.nan
+        return vectors
+
+
+def test_failed_objects_are_named_and_the_rest_written(store, documents, chunker, embedder):
+    chunks = chunker.chunk_many(documents[:3])
+    bad = chunks[1]
+    broken = _BrokenForOneText(embedder, bad.embed_text)
+    with pytest.raises(StoreError, match=bad.chunk_id):
+        sync_vectors(store, broken, STRATEGY, chunks, batch_size=2)
+    assert set(store.chunk_index(STRATEGY)) == {c.chunk_id for c in chunks} - {bad.chunk_id}
+    report = sync_vectors(store, broken, STRATEGY, chunks, raise_on_failure=False)
+    assert (report.failed, report.failed_ids, report.inserted) == (1, [bad.chunk_id], 0)
+    assert "NaN" in report.errors[bad.chunk_id]
+    check = check_vectors(store, STRATEGY, {c.chunk_id for c in chunks}, embedder.dimension)
+    assert not check["ok"] and check["missing_sample"] == [bad.chunk_id] and check["extra"] == 0
+    healed = sync_vectors(store, embedder, STRATEGY, chunks)  # the next run with a sound model fills the gap
+    assert healed.inserted == 1 and healed.failed == 0
+
+
+def test_check_vectors_sees_extra_chunks_and_wrong_dimension(store, documents, chunker, embedder):
+    chunks = chunker.chunk_many(documents[:2])
+    sync_vectors(store, embedder, STRATEGY, chunks)
+    check = check_vectors(store, STRATEGY, {c.chunk_id for c in chunks[1:]}, 768)
+    assert not check["ok"]
+    assert check["extra_sample"] == [chunks[0].chunk_id] and check["missing"] == 0
+    assert check["dimension"] == 384 and not check["dimension_ok"]
+
+
+def test_chunks_of_another_strategy_are_refused(store, documents, chunker, embedder):
+    chunks = chunker.chunk_many(documents[:1])
+    with pytest.raises(ConfigError, match="headered"):
+        sync_vectors(store, embedder, "headered", chunks)
+
+
+def test_empty_chunk_set_empties_the_collection(store, documents, chunker, embedder):
+    chunks: list[Chunk] = chunker.chunk_many(documents[:2])
+    sync_vectors(store, embedder, STRATEGY, chunks)
+    report = sync_vectors(store, embedder, STRATEGY, [])
+    assert report.deleted == len(chunks) and report.collection_size == 0

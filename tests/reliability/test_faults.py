@@ -1,0 +1,477 @@
+"""Faults on a private stack: a server SIGKILLed mid-sync, the syncing process SIGKILLed, concurrent syncs, and
+stores that are not there. After each fault a re-run must leave exactly the expected objects: none lost, none
+duplicated, none half-written, and nothing marked done that was not written completely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from reliability_support import (
+    REPO,
+    STRATEGY,
+    HashEmbedder,
+    abstracts,
+    closed_port,
+    environ_without_ragloom,
+    make_chunks,
+    ruler_nlp,
+    settings_env,
+)
+
+from ragloom import stack
+from ragloom.errors import StoreError
+from ragloom.extraction import EntityExtractor
+from ragloom.indexing.graph import sync_graph
+from ragloom.indexing.vectors import sync_vectors
+from ragloom.settings import Settings
+from ragloom.stack import neo4j as neo4j_stack
+from ragloom.stack import weaviate as weaviate_stack
+from ragloom.stores import cypher
+from ragloom.stores.neo4j import Neo4jStore
+from ragloom.stores.weaviate import WeaviateStore
+from ragloom.types import Chunk
+
+N_VECTORS = 2000  # SciFact abstracts, one chunk each
+N_GRAPH = 500
+BATCH = 400
+WORKER = Path(__file__).with_name("reliability_worker.py")
+
+
+# --- what the stores hold -------------------------------------------------------------------------------
+
+
+def vector_state(store: WeaviateStore, chunks: list[Chunk]) -> dict[str, int]:
+    """Objects vs the expected chunks: missing, duplicated, foreign, and corrupt (text or vector not the chunk's)."""
+    from weaviate.util import generate_uuid5
+
+    expected = {c.chunk_id: c for c in chunks}
+    vectors = dict(zip(expected, HashEmbedder().encode([c.embed_text for c in chunks]), strict=True))
+    seen: Counter[str] = Counter()
+    corrupt = 0
+    if store.exists(STRATEGY):
+        collection = store.client.collections.use(store.collection_name(STRATEGY))
+        for obj in collection.iterator(include_vector=True, return_properties=["chunk_id", "text", "document_id"]):
+            cid = obj.properties["chunk_id"]
+            seen[cid] += 1
+            chunk = expected.get(cid)
+            vector = obj.vector.get("default") if isinstance(obj.vector, dict) else obj.vector
+            if (chunk is None or str(obj.uuid) != generate_uuid5(cid) or obj.properties["text"] != chunk.text
+                    or obj.properties["document_id"] != chunk.document_id or vector is None
+                    or float(np.dot(np.asarray(vector, dtype=np.float32), vectors[cid])) < 0.9999):
+                corrupt += 1
+    return {"expected": len(expected), "objects": store.count(STRATEGY), "distinct": len(seen),
+            "missing": len(expected.keys() - seen.keys()), "foreign": len(seen.keys() - expected.keys()),
+            "duplicates": sum(n - 1 for n in seen.values()), "corrupt": corrupt}
+
+
+def assert_exact_vectors(state: dict[str, int]) -> None:
+    assert state["objects"] == state["distinct"] == state["expected"], state
+    assert state["missing"] == state["foreign"] == state["duplicates"] == state["corrupt"] == 0, state
+
+
+def expected_graph(chunks: list[Chunk]) -> dict:
+    """What a clean sync of ``chunks`` into an empty namespace writes (the extraction is deterministic)."""
+    extraction = EntityExtractor(ruler_nlp()).extract(chunks)
+    relations: dict[tuple, dict[str, int]] = defaultdict(dict)
+    for r in extraction.relations:
+        relations[(r.source_id, r.target_id, r.type)][r.chunk_id] = relations[(r.source_id, r.target_id, r.type)].get(
+            r.chunk_id, 0) + r.weight
+    return {"chunks": {c.chunk_id: True for c in chunks},
+            "entities": {e.entity_id: (e.name, e.type) for e in extraction.entities},
+            "mentions": {(m.chunk_id, m.entity_id): m.count for m in extraction.mentions},
+            "relations": {k: (sum(v.values()), dict(sorted(v.items()))) for k, v in relations.items()}}
+
+
+def graph_state(driver, ns: str) -> tuple[dict, dict[str, int]]:
+    """The namespace's graph in the shape of ``expected_graph``, and the duplicate counts per kind."""
+    def rows(query: str) -> list[dict]:
+        return [r.data() for r in driver.execute_query(query, ns=ns)[0]]
+
+    chunks = rows("MATCH (c:Chunk) WHERE c.ns = $ns RETURN c.chunk_id AS id, c.extracted AS extracted")
+    entities = rows("MATCH (e:Entity) WHERE e.ns = $ns RETURN e.entity_id AS id, e.name AS name, e.type AS type")
+    mentions = rows("MATCH (c:Chunk)-[m:MENTIONS]->(e:Entity) WHERE c.ns = $ns "
+                    "RETURN c.chunk_id AS chunk, e.entity_id AS entity, m.count AS count")
+    relations = rows("MATCH (a:Entity)-[r:RELATED_TO]->(b:Entity) WHERE a.ns = $ns RETURN a.entity_id AS source, "
+                     "b.entity_id AS target, r.type AS type, r.weight AS weight, r.chunk_ids AS ids, "
+                     "r.chunk_weights AS weights")
+    state = {"chunks": {r["id"]: bool(r["extracted"]) for r in chunks},
+             "entities": {r["id"]: (r["name"], r["type"]) for r in entities},
+             "mentions": {(r["chunk"], r["entity"]): r["count"] for r in mentions},
+             "relations": {(r["source"], r["target"], r["type"]): (r["weight"], dict(sorted(zip(r["ids"], r["weights"],
+                                                                                               strict=True))))
+                           for r in relations}}
+    duplicates = {"chunks": len(chunks) - len(state["chunks"]), "entities": len(entities) - len(state["entities"]),
+                  "mentions": len(mentions) - len(state["mentions"]),
+                  "relations": len(relations) - len(state["relations"]),
+                  "evidence": sum(len(r["ids"]) - len(set(r["ids"])) for r in relations)}
+    return state, duplicates
+
+
+def graph_diff(state: dict, expected: dict, duplicates: dict[str, int]) -> dict[str, int]:
+    diff = {f"{kind}_missing": len(expected[kind].keys() - state[kind].keys()) for kind in expected}
+    diff |= {f"{kind}_extra": len(state[kind].keys() - expected[kind].keys()) for kind in expected}
+    diff |= {f"{kind}_wrong": sum(1 for k in expected[kind].keys() & state[kind].keys()
+                                  if expected[kind][k] != state[kind][k]) for kind in expected}
+    diff |= {f"{kind}_duplicates": n for kind, n in duplicates.items()}
+    return diff
+
+
+def half_written_marked_done(state: dict, expected: dict) -> int:
+    """Chunks marked extracted whose mentions are not exactly the expected ones: a lie about being done."""
+    by_chunk: dict[str, dict] = defaultdict(dict)
+    for (chunk, entity), count in state["mentions"].items():
+        by_chunk[chunk][entity] = count
+    want: dict[str, dict] = defaultdict(dict)
+    for (chunk, entity), count in expected["mentions"].items():
+        want[chunk][entity] = count
+    return sum(1 for cid, done in state["chunks"].items() if done and by_chunk[cid] != want[cid])
+
+
+def fast_failing_store(settings: Settings, ns: str, cls: type[Neo4jStore] = Neo4jStore, **kwargs) -> Neo4jStore:
+    """A store whose driver gives up retrying a dead server after 2 s instead of the default 30 s (test speed)."""
+    from neo4j import GraphDatabase
+
+    driver = GraphDatabase.driver(settings.resolved_neo4j_uri, auth=(settings.neo4j_user, settings.neo4j_password),
+                                  max_transaction_retry_time=2.0)
+    return cls(driver, ns, owns_driver=True, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def vector_chunks() -> list[Chunk]:
+    return make_chunks(abstracts(N_VECTORS))
+
+
+@pytest.fixture(scope="module")
+def graph_chunks() -> list[Chunk]:
+    return make_chunks(abstracts(N_GRAPH))
+
+
+@pytest.fixture(scope="module")
+def graph_expected(graph_chunks) -> dict:
+    return expected_graph(graph_chunks)
+
+
+@pytest.fixture
+def vectors(live_stack, request):
+    """A WeaviateStore on the private stack with a collection prefix of its own, dropped afterwards."""
+    prefix = "Fault" + "".join(p.capitalize() for p in request.node.name.split("_")[1:4])
+    settings = dataclasses.replace(live_stack, collection_prefix=prefix)
+    store = WeaviateStore.connect(settings)
+    store.drop_collections()
+    yield settings
+    with WeaviateStore.connect(stack.up(settings)) as cleanup:
+        cleanup.drop_collections()
+    store.close()
+
+
+@pytest.fixture
+def graph(live_stack, request):
+    """(settings, driver) for a graph namespace of this test's own, cleared afterwards."""
+    from neo4j import GraphDatabase
+
+    settings = dataclasses.replace(live_stack, graph_namespace=f"fault_{request.node.name}")
+    yield settings
+    settings = stack.up(settings)
+    driver = GraphDatabase.driver(settings.resolved_neo4j_uri, auth=(settings.neo4j_user, settings.neo4j_password))
+    try:
+        Neo4jStore(driver, settings.graph_namespace).clear()
+    finally:
+        driver.close()
+
+
+def _driver(settings: Settings):
+    from neo4j import GraphDatabase
+
+    return GraphDatabase.driver(settings.resolved_neo4j_uri, auth=(settings.neo4j_user, settings.neo4j_password))
+
+
+# --- a server dies in the middle of a sync ----------------------------------------------------------------
+
+
+def test_weaviate_killed_mid_sync_then_rerun_is_exact(vectors, vector_chunks, report):
+    settings = vectors
+    kill_after = 3  # "embedded" progress lines: batch 3 is being written when the server dies
+    progress: list[str] = []
+
+    def log(message: str) -> None:
+        if "embedded" in message:
+            progress.append(message)
+            if len(progress) == kill_after:
+                weaviate_stack.process(settings).kill()
+
+    store = WeaviateStore.connect(settings)
+    started = time.perf_counter()
+    with pytest.raises(StoreError) as failure:
+        sync_vectors(store, HashEmbedder(), STRATEGY, vector_chunks, batch_size=BATCH, log=log)
+    failed_after = time.perf_counter() - started
+    store.close()
+    assert len(progress) == kill_after, "the server was not killed mid-run"
+    assert "Weaviate" in str(failure.value)
+
+    restart_started = time.perf_counter()
+    settings = stack.up(settings)
+    restart_seconds = time.perf_counter() - restart_started
+    with WeaviateStore.connect(settings) as store:
+        survived = vector_state(store, vector_chunks)
+        # whatever the server kept is complete and ours: no half-written object survives a SIGKILL
+        assert survived["corrupt"] == survived["foreign"] == survived["duplicates"] == 0, survived
+        rerun = sync_vectors(store, HashEmbedder(), STRATEGY, vector_chunks, batch_size=BATCH)
+        final = vector_state(store, vector_chunks)
+    report(fault="weaviate SIGKILL during sync_vectors write of batch 3", faults_injected=1, survived=True,
+           chunks=len(vector_chunks), error=str(failure.value)[:200], failed_after_s=round(failed_after, 2),
+           restart_s=round(restart_seconds, 1), objects_before_rerun=survived["objects"],
+           rerun_inserted=rerun.inserted, objects=final["objects"], objects_lost=final["missing"],
+           duplicates=final["duplicates"], corrupt=final["corrupt"])
+    assert rerun.inserted == len(vector_chunks) - survived["distinct"]
+    assert_exact_vectors(final)
+
+
+def test_neo4j_killed_mid_sync_then_rerun_is_exact(graph, graph_chunks, graph_expected, report):
+    settings = graph
+    ns = settings.graph_namespace
+    kill_at = ("mentions", 2)  # entities written, mentions half written, relations and "extracted" marks not yet
+    seen: Counter[str] = Counter()
+    names = {cypher.WRITE_MENTIONS: "mentions", cypher.UPSERT_ENTITIES: "entities"}
+    killer: list[threading.Timer] = []
+
+    class KillingStore(Neo4jStore):
+        def _run(self, query, write=False):
+            name = names.get(query[0])
+            if write and name:
+                seen[name] += 1
+                if (name, seen[name]) == kill_at:  # the server dies while this transaction is in flight
+                    killer.append(threading.Timer(0.02, neo4j_stack.process(settings).kill))
+                    killer[0].start()
+            return super()._run(query, write)
+
+    store = fast_failing_store(settings, ns, KillingStore, batch_size=1000)
+    started = time.perf_counter()
+    with pytest.raises(StoreError) as failure:
+        sync_graph(store, EntityExtractor(ruler_nlp()), STRATEGY, graph_chunks)
+    failed_after = time.perf_counter() - started
+    store.close()
+    killer[0].join()
+    assert seen["mentions"] >= 2, seen
+
+    restart_started = time.perf_counter()
+    settings = stack.up(settings)
+    restart_seconds = time.perf_counter() - restart_started
+    driver = _driver(settings)
+    try:
+        after_crash, _ = graph_state(driver, ns)
+        lied = half_written_marked_done(after_crash, graph_expected)
+        marked_done = sum(after_crash["chunks"].values())
+        with Neo4jStore.connect(settings) as fresh:
+            rerun = sync_graph(fresh, EntityExtractor(ruler_nlp()), STRATEGY, graph_chunks)
+        final, duplicates = graph_state(driver, ns)
+    finally:
+        driver.close()
+    diff = graph_diff(final, graph_expected, duplicates)
+    report(fault="neo4j SIGKILL during the 2nd mentions write of sync_graph", faults_injected=1, survived=True,
+           chunks=len(graph_chunks), error=str(failure.value)[:200], failed_after_s=round(failed_after, 2),
+           restart_s=round(restart_seconds, 1), chunk_nodes_after_crash=len(after_crash["chunks"]),
+           marked_done_after_crash=marked_done, half_written_marked_done=lied, rerun_chunks_added=rerun.chunks_added,
+           entities=len(final["entities"]), mentions=len(final["mentions"]), relations=len(final["relations"]),
+           objects_lost=diff["chunks_missing"] + diff["entities_missing"] + diff["mentions_missing"]
+           + diff["relations_missing"], duplicates=sum(duplicates.values()), diff=diff)
+    assert lied == 0
+    assert rerun.chunks_added == len(graph_chunks) - marked_done
+    assert not any(diff.values()), diff
+
+
+# --- the syncing process dies ---------------------------------------------------------------------------
+
+
+def _run_and_kill(settings: Settings, mode: str, n: int, marker: str, timeout: float = 240) -> list[str]:
+    """Start the worker, SIGKILL it as soon as it prints ``marker``; returns what it printed."""
+    env = {**environ_without_ragloom(), **settings_env(settings)}
+    proc = subprocess.Popen([sys.executable, str(WORKER), mode, str(n)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.start()
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if marker in line:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+        proc.wait(timeout=30)
+    finally:
+        watchdog.cancel()
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL, f"worker ended with {proc.returncode}:\n" + "\n".join(lines[-30:])
+    assert not any(line == "done" for line in lines), "the worker finished before it was killed"
+    return lines
+
+
+def test_process_killed_mid_vector_sync_then_rerun_is_exact(vectors, vector_chunks, report):
+    settings = vectors
+    lines = _run_and_kill(settings, "vectors", N_VECTORS, f"embedded {3 * BATCH}/")
+    with WeaviateStore.connect(settings) as store:
+        survived = vector_state(store, vector_chunks)
+        assert survived["corrupt"] == survived["foreign"] == survived["duplicates"] == 0, survived
+        rerun = sync_vectors(store, HashEmbedder(), STRATEGY, vector_chunks, batch_size=BATCH)
+        final = vector_state(store, vector_chunks)
+    report(fault="SIGKILL of the process running sync_vectors after 3 batches", faults_injected=1, survived=True,
+           chunks=len(vector_chunks), last_line=lines[-1], objects_before_rerun=survived["objects"],
+           rerun_inserted=rerun.inserted, objects=final["objects"], objects_lost=final["missing"],
+           duplicates=final["duplicates"], corrupt=final["corrupt"])
+    assert 0 < survived["objects"] < len(vector_chunks)
+    assert rerun.inserted == len(vector_chunks) - survived["distinct"]
+    assert_exact_vectors(final)
+
+
+def test_process_killed_mid_graph_sync_then_rerun_is_exact(graph, graph_chunks, graph_expected, report):
+    settings = graph
+    ns = settings.graph_namespace
+    lines = _run_and_kill(settings, "graph", N_GRAPH, "write mentions 2")
+    driver = _driver(settings)
+    try:
+        after_kill, _ = graph_state(driver, ns)
+        lied = half_written_marked_done(after_kill, graph_expected)
+        marked_done = sum(after_kill["chunks"].values())
+        with Neo4jStore.connect(settings) as store:
+            rerun = sync_graph(store, EntityExtractor(ruler_nlp()), STRATEGY, graph_chunks)
+        final, duplicates = graph_state(driver, ns)
+    finally:
+        driver.close()
+    diff = graph_diff(final, graph_expected, duplicates)
+    report(fault="SIGKILL of the process running sync_graph at its 2nd mentions write", faults_injected=1,
+           survived=True, chunks=len(graph_chunks), last_line=lines[-1],
+           chunk_nodes_after_kill=len(after_kill["chunks"]), marked_done_after_kill=marked_done,
+           half_written_marked_done=lied, rerun_chunks_added=rerun.chunks_added,
+           objects_lost=diff["chunks_missing"] + diff["entities_missing"] + diff["mentions_missing"]
+           + diff["relations_missing"], duplicates=sum(duplicates.values()), diff=diff)
+    assert len(after_kill["chunks"]) == len(graph_chunks)  # chunk nodes were written before extraction
+    assert lied == 0
+    assert rerun.chunks_added == len(graph_chunks) - marked_done
+    assert not any(diff.values()), diff
+
+
+# --- two syncs of the same collection or graph at once ------------------------------------------------------
+
+
+def _concurrently(*calls):
+    """Run the calls in threads started together; returns their results (re-raising the first error)."""
+    results: list = [None] * len(calls)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(calls))
+
+    def run(i, call):
+        barrier.wait()
+        try:
+            results[i] = call()
+        except BaseException as e:  # noqa: BLE001 - re-raised below in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_concurrent_vector_syncs_of_one_collection(vectors, vector_chunks, report):
+    """Library level, without Dagster's pools: two syncs of the same chunk set at once (a schedule and a sensor
+    run seeing the same corpus) leave exactly that set. Two syncs of different, overlapping sets may each delete
+    what the other inserted (each makes the collection "exactly my set"), so the guarantee there is weaker: no
+    duplicates, nothing foreign, the intersection kept; the next serialized run restores exactness. Dagster's
+    "weaviate" pool serializes the vectors assets (tests/reliability/test_dagster_runs.py)."""
+    settings = vectors
+
+    def sync(chunks):
+        with WeaviateStore.connect(settings) as store:
+            return sync_vectors(store, HashEmbedder(), STRATEGY, chunks, batch_size=BATCH)
+
+    same = _concurrently(lambda: sync(vector_chunks), lambda: sync(vector_chunks))
+    with WeaviateStore.connect(settings) as store:
+        same_state = vector_state(store, vector_chunks)
+        store.drop_collections()
+
+    third = len(vector_chunks) // 3
+    a, b = vector_chunks[: 2 * third], vector_chunks[third:]
+    _concurrently(lambda: sync(a), lambda: sync(b))
+    union = {c.chunk_id for c in vector_chunks}
+    both = {c.chunk_id for c in a} & {c.chunk_id for c in b}
+    with WeaviateStore.connect(settings) as store:
+        index = store.chunk_index(STRATEGY)
+        overlap_state = vector_state(store, vector_chunks)
+        settled = sync_vectors(store, HashEmbedder(), STRATEGY, b, batch_size=BATCH)
+        settled_state = vector_state(store, b)
+    outcome = ("union" if set(index) == union else "a" if set(index) == {c.chunk_id for c in a}
+               else "b" if set(index) == {c.chunk_id for c in b} else "other")
+    report(fault="two concurrent sync_vectors on one collection", same_set_inserted=[r.inserted for r in same],
+           same_set_objects=same_state["objects"], same_set_duplicates=same_state["duplicates"],
+           same_set_lost=same_state["missing"], overlap_objects=overlap_state["objects"], overlap_outcome=outcome,
+           overlap_duplicates=overlap_state["duplicates"], overlap_foreign=overlap_state["foreign"],
+           next_run_inserted=settled.inserted, next_run_deleted=settled.deleted,
+           objects_lost=same_state["missing"] + settled_state["missing"],
+           duplicates=same_state["duplicates"] + overlap_state["duplicates"] + settled_state["duplicates"])
+    assert_exact_vectors(same_state)
+    assert sum(r.inserted for r in same) >= len(vector_chunks)  # both wrote; uuid5 ids made it one set
+    assert overlap_state["duplicates"] == overlap_state["foreign"] == overlap_state["corrupt"] == 0, overlap_state
+    assert both <= set(index), "a chunk both runs wanted was deleted"
+    assert_exact_vectors(settled_state)
+
+
+def test_concurrent_graph_syncs_of_one_namespace(graph, graph_chunks, graph_expected, report):
+    """Two sync_graph runs of the same chunks at once: MERGE under the namespace keys, evidence counted once."""
+    settings = graph
+
+    def sync():
+        with Neo4jStore.connect(settings) as store:
+            return sync_graph(store, EntityExtractor(ruler_nlp()), STRATEGY, graph_chunks)
+
+    reports = _concurrently(sync, sync)
+    driver = _driver(settings)
+    try:
+        final, duplicates = graph_state(driver, settings.graph_namespace)
+    finally:
+        driver.close()
+    diff = graph_diff(final, graph_expected, duplicates)
+    report(fault="two concurrent sync_graph on one namespace", chunks_added=[r.chunks_added for r in reports],
+           objects_lost=diff["chunks_missing"] + diff["entities_missing"] + diff["mentions_missing"]
+           + diff["relations_missing"], duplicates=sum(duplicates.values()), diff=diff)
+    assert not any(diff.values()), diff
+
+
+# --- stores that are not there -------------------------------------------------------------------------------
+
+
+def test_unreachable_stores_fail_fast_with_a_clear_error(report):
+    """Nobody listens on the ports: StoreError naming the address, in bounded time. Neither connect retries by
+    itself: retries with backoff are the Dagster assets' RetryPolicy (3 retries, 5 s exponential, jitter)."""
+    base = Settings.from_env()
+    http, grpc, bolt = closed_port(), closed_port(), closed_port()
+    figures = {}
+    for name, connect, address in [
+        ("weaviate", lambda: WeaviateStore.connect(dataclasses.replace(
+            base, weaviate_url="", weaviate_http_port=http, weaviate_grpc_port=grpc)), f"127.0.0.1:{http}"),
+        ("neo4j", lambda: Neo4jStore.connect(dataclasses.replace(
+            base, neo4j_uri=f"bolt://127.0.0.1:{bolt}", neo4j_password="x" * 12)), f"127.0.0.1:{bolt}"),
+    ]:
+        started = time.perf_counter()
+        with pytest.raises(StoreError) as failure:
+            connect()
+        seconds = time.perf_counter() - started
+        message = str(failure.value)
+        figures[name] = {"seconds": round(seconds, 2), "message": message.splitlines()[0][:200]}
+        assert address in message, message
+        assert "unreachable" in message
+        assert seconds < 30, f"{name}: {seconds:.1f}s to give up"
+    report(faults_injected=2, survived=True, **figures)
