@@ -94,6 +94,8 @@ def build_defs(settings: Settings = SETTINGS, resources: dict | None = None) -> 
         schedules=[nightly_reingest],
         sensors=[uploads_sensor],
         resources=resources or default_resources(),
+        # also for runs launched from the UI (__ASSET_JOB): one process, models loaded once
+        executor=in_process_executor,
     )
 
 

@@ -4,6 +4,7 @@ reached, fuse them with a vector lane, and prepend the visited subgraph as a con
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ragloom.errors import RagloomError, RetrievalError
@@ -62,6 +63,11 @@ class GraphRagRetriever(Retriever):
         graph, why = self.context.graph()
         if graph is None:
             return self._fallback(request, options, why)
+        request.vector()  # embed once, before the lanes split
+        # The vector lane waits on Weaviate while spaCy and Neo4j work here: run it alongside.
+        per_lane = request.fetch_k * options["lane_multiplier"]
+        vector_lane = _lane_pool().submit(lanes.run, options["vector_lane"], request, self.chunking, per_lane,
+                                          alpha=options["alpha"], fusion_type=options["fusion_type"])
         try:
             seeds = self._seeds(request, graph, options)
             if not seeds:
@@ -82,9 +88,7 @@ class GraphRagRetriever(Retriever):
                                  "edges": len(walked["edges"]), "chunks": len(graph_items)}
         if not graph_items:
             return self._fallback(request, options, "the graph reached no chunk in scope")
-        per_lane = request.fetch_k * options["lane_multiplier"]
-        vector_items = lanes.run(options["vector_lane"], request, self.chunking, per_lane, alpha=options["alpha"],
-                                 fusion_type=options["fusion_type"])
+        vector_items = vector_lane.result()
         with request.stage("fusion"):
             fused = fusion.rrf({"graph": graph_items, options["vector_lane"]: vector_items}, k=request.fetch_k,
                                rrf_k=options["rrf_k"], weights={"graph": options["graph_weight"]})
@@ -154,6 +158,16 @@ class GraphRagRetriever(Retriever):
         hybrid = HybridRetriever(self.context, chunking=self.chunking)
         return hybrid.get_search_results(request, **{**hybrid.options, "alpha": options["alpha"],
                                                      "fusion_type": options["fusion_type"]})
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _lane_pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ragloom-vector-lane")
+    return _POOL
 
 
 def _unique(ids: list[str]) -> list[str]:

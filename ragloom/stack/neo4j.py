@@ -124,12 +124,27 @@ def _java_env(settings: Settings) -> dict[str, str]:
 
 
 def set_initial_password(settings: Settings, password: str) -> None:
-    """Neo4j takes the initial password only before the first start; later changes go through Cypher."""
+    """Neo4j takes the initial password only before the first start; later changes go through Cypher.
+
+    The password reaches neo4j-admin in an argument file (mode 0600, removed after), never on its command
+    line, which every local user can read with `ps`.
+    """
     if (home(settings) / "data" / "dbms").exists():
         return
-    proc = subprocess.run([java_binary(), "-cp", f"{lib_dir(settings)}/*", ADMIN_CLASS, "dbms",
-                           "set-initial-password", password],
-                          env=_java_env(settings), capture_output=True, text=True)
+    if "\n" in password or "\r" in password:
+        raise StackError("RAGLOOM_NEO4J_PASSWORD must not contain line breaks")
+    args = home(settings) / "run" / "initial-password.args"
+    args.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(args, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            # picocli's @-file syntax: one double-quoted argument with \ and " escaped
+            f.write('"' + password.replace("\\", "\\\\").replace('"', '\\"') + '"\n')
+        proc = subprocess.run([java_binary(), "-cp", f"{lib_dir(settings)}/*", ADMIN_CLASS, "dbms",
+                               "set-initial-password", f"@{args}"],
+                              env=_java_env(settings), capture_output=True, text=True)
+    finally:
+        args.unlink(missing_ok=True)
     if proc.returncode != 0:
         raise StackError(f"neo4j-admin set-initial-password failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
 
