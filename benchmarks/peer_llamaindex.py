@@ -24,6 +24,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -195,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.phase:
+        # a killed run (run_all --timeout) still drops its collection: SIGTERM unwinds through `finally`
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         result = phase_ragloom(args) if args.phase == "ragloom" else phase_llamaindex(args)
         print(json.dumps(result))
         return 0

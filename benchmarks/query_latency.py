@@ -111,12 +111,13 @@ def main(argv: list[str] | None = None) -> int:
             for q in queries[: args.warmup]:
                 run(q)
 
-        latencies: dict[str, list[float]] = {}
+        latencies: dict[str, list[float]] = {name: [] for name in runs}
         stage_times: dict[str, dict[str, list[float]]] = {}
         fallbacks: dict[str, int] = {}
-        for name, run in runs.items():
-            times = latencies.setdefault(name, [])
-            for q in queries[: args.queries]:
+        # strategies take turns on each query, so a change in machine load hits them all alike
+        for q in queries[: args.queries]:
+            for name, run in runs.items():
+                times = latencies[name]
                 started = time.perf_counter()
                 result = run(q)
                 times.append((time.perf_counter() - started) * 1000)

@@ -18,6 +18,7 @@ import json
 import pickle
 import random
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.phase == "ingest":
+        # a killed run (run_all --timeout) still drops its collection: SIGTERM unwinds through `finally`
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         print(json.dumps(phase_ingest(args)))
         return 0
 

@@ -73,11 +73,11 @@ def abstracts(n: int) -> list[tuple[str, str]]:
     return out
 
 
-def make_chunks(docs: Sequence[tuple[str, str]], scope: Scope = Scope()) -> list[Chunk]:
+def make_chunks(docs: Sequence[tuple[str, str]], scope: Scope | None = None) -> list[Chunk]:
     """One chunk per document, with a content-derived id like the chunkers make."""
     return [Chunk(chunk_id=make_chunk_id(doc, STRATEGY, "whole", 0, len(text), text), document_id=doc,
                   strategy=STRATEGY, text=text, start=0, end=len(text), token_count=len(text.split()), position=0,
-                  scope=scope) for doc, text in docs]
+                  scope=scope or Scope()) for doc, text in docs]
 
 
 def ruler_nlp() -> Any:
@@ -92,6 +92,57 @@ def ruler_nlp() -> Any:
         {"label": "PERSON", "pattern": [{"IS_TITLE": True, "IS_SENT_START": False}, {"IS_TITLE": True}]},
     ])
     return nlp
+
+
+def save_ruler_ner(path: Path) -> str:
+    """``ruler_nlp`` saved to disk with its entity ruler named "ner", so NlpResource(model=path) loads it."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("entity_ruler", name="ner").add_patterns(ruler_nlp().get_pipe("entity_ruler").patterns)
+    nlp.to_disk(path)
+    return str(path)
+
+
+def ingest_defs(settings: Any, prefix: str, work: Path, nlp_path: str) -> Any:
+    """The repo's Definitions for the recursive strategy, resources on ``settings``' stack, secrets as EnvVar
+    (read from RAGLOOM_WEAVIATE_API_KEY / RAGLOOM_NEO4J_PASSWORD at run time, as default_resources does)."""
+    import dataclasses
+    import shutil
+
+    from dagster import EnvVar
+
+    from pipelines.definitions import build_defs
+    from ragloom.settings import SAMPLE_CORPUS
+    from resources import (
+        ArtifactStore,
+        CorpusResource,
+        EmbedderResource,
+        Neo4jResource,
+        NlpResource,
+        ParquetIOManager,
+        WeaviateResource,
+    )
+
+    docs = work / "docs"
+    if not docs.exists():
+        shutil.copytree(SAMPLE_CORPUS, docs)
+    artifacts = ArtifactStore(base_dir=str(work / "artifacts"))
+    resources = {
+        "corpus": CorpusResource(docs_dir=str(docs), uploads_dir=str(work / "uploads")),
+        "artifacts": artifacts,
+        "io_manager": ParquetIOManager(artifacts=artifacts),
+        "weaviate": WeaviateResource(host=settings.weaviate_host, http_port=settings.weaviate_http_port,
+                                     grpc_port=settings.weaviate_grpc_port, url="",
+                                     api_key=EnvVar("RAGLOOM_WEAVIATE_API_KEY"), collection_prefix=prefix),
+        "neo4j": Neo4jResource(uri=settings.resolved_neo4j_uri, password=EnvVar("RAGLOOM_NEO4J_PASSWORD"),
+                               namespace=prefix.lower()),
+        "embedder": EmbedderResource(backend="onnx-int8"),  # no torch import in the run workers: faster start
+        "nlp": NlpResource(model=nlp_path),
+    }
+    one = dataclasses.replace(settings, strategies=(STRATEGY,), graph_strategies=(STRATEGY,))
+    return build_defs(one, resources)
 
 
 def free_port_block(size: int, start: int = 30_000, end: int = 60_000) -> int:

@@ -1,4 +1,7 @@
-"""One store sync in a process of its own, for the process-kill tests: ``python reliability_worker.py vectors|graph N``.
+"""A store sync or an ingest run in a process of its own, for the tests that kill a process or need two:
+
+    python reliability_worker.py vectors N BATCH | graph N
+    python reliability_worker.py ingest TAG PREFIX WORK_DIR NLP_PATH     (DAGSTER_HOME names the instance)
 
 Settings come from the RAGLOOM_* environment (secrets never on the command line). Progress lines on stdout
 tell the parent test when to SIGKILL it: sync_vectors' own log lines, and ``write <statement> <n>`` before
@@ -8,8 +11,9 @@ each graph write.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from reliability_support import STRATEGY, HashEmbedder, abstracts, make_chunks, ruler_nlp
+from reliability_support import STRATEGY, HashEmbedder, abstracts, ingest_defs, make_chunks, ruler_nlp
 
 from ragloom.extraction import EntityExtractor
 from ragloom.indexing.graph import sync_graph
@@ -37,12 +41,22 @@ class AnnouncingStore(Neo4jStore):
         return super()._run(query, write)
 
 
-def main(mode: str, n: int) -> None:
+def main(mode: str, *args: str) -> None:
     settings = Settings.from_env()
-    chunks = make_chunks(abstracts(n))
+    if mode == "ingest":
+        from dagster import DagsterInstance
+
+        tag, prefix, work, nlp_path = args
+        job = ingest_defs(settings, prefix, Path(work), nlp_path).resolve_job_def("ingest_job")
+        with DagsterInstance.get() as instance:
+            result = job.execute_in_process(instance=instance, raise_on_error=False, tags={"test/run": tag})
+        print(f"run {result.run_id} success={result.success}", flush=True)
+        sys.exit(0 if result.success else 1)
+    chunks = make_chunks(abstracts(int(args[0])))
     if mode == "vectors":
         with WeaviateStore.connect(settings) as store:
-            sync_vectors(store, HashEmbedder(), STRATEGY, chunks, batch_size=500, log=lambda m: print(m, flush=True))
+            sync_vectors(store, HashEmbedder(), STRATEGY, chunks, batch_size=int(args[1]),
+                         log=lambda m: print(m, flush=True))
     elif mode == "graph":
         with AnnouncingStore.connect(settings, batch_size=1000) as store:
             sync_graph(store, EntityExtractor(ruler_nlp()), STRATEGY, chunks, log=lambda m: print(m, flush=True))
@@ -52,4 +66,4 @@ def main(mode: str, n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(*sys.argv[1:])

@@ -293,10 +293,10 @@ def test_neo4j_killed_mid_sync_then_rerun_is_exact(graph, graph_chunks, graph_ex
 # --- the syncing process dies ---------------------------------------------------------------------------
 
 
-def _run_and_kill(settings: Settings, mode: str, n: int, marker: str, timeout: float = 240) -> list[str]:
+def _run_and_kill(settings: Settings, args: list[str], marker: str, timeout: float = 240) -> list[str]:
     """Start the worker, SIGKILL it as soon as it prints ``marker``; returns what it printed."""
-    env = {**environ_without_ragloom(), **settings_env(settings)}
-    proc = subprocess.Popen([sys.executable, str(WORKER), mode, str(n)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+    env = {**environ_without_ragloom(), **settings_env(settings), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, str(WORKER), *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     watchdog = threading.Timer(timeout, proc.kill)
@@ -318,7 +318,7 @@ def _run_and_kill(settings: Settings, mode: str, n: int, marker: str, timeout: f
 
 def test_process_killed_mid_vector_sync_then_rerun_is_exact(vectors, vector_chunks, report):
     settings = vectors
-    lines = _run_and_kill(settings, "vectors", N_VECTORS, f"embedded {3 * BATCH}/")
+    lines = _run_and_kill(settings, ["vectors", str(N_VECTORS), str(BATCH)], f"embedded {3 * BATCH}/")
     with WeaviateStore.connect(settings) as store:
         survived = vector_state(store, vector_chunks)
         assert survived["corrupt"] == survived["foreign"] == survived["duplicates"] == 0, survived
@@ -336,7 +336,7 @@ def test_process_killed_mid_vector_sync_then_rerun_is_exact(vectors, vector_chun
 def test_process_killed_mid_graph_sync_then_rerun_is_exact(graph, graph_chunks, graph_expected, report):
     settings = graph
     ns = settings.graph_namespace
-    lines = _run_and_kill(settings, "graph", N_GRAPH, "write mentions 2")
+    lines = _run_and_kill(settings, ["graph", str(N_GRAPH)], "write mentions 2")
     driver = _driver(settings)
     try:
         after_kill, _ = graph_state(driver, ns)

@@ -196,10 +196,12 @@ def test_no_result_comes_from_outside_the_visible_scopes(ingested, report):
 
 
 def check_metadata(layout: Layout, scope: Scope, result, stats) -> None:
-    """The whole result (items, their metadata, the result's metadata) names no hidden person."""
+    """The whole result (items, their metadata, the result's metadata) names no hidden person the query itself did
+    not name (the query text and filters are echoed back in the metadata: that is not a leak)."""
     _, hidden = visible_names(layout, scope)
+    asked = result.query + json.dumps(result.metadata.get("filters"), default=str)
     blob = json.dumps({"metadata": result.metadata, "items": [i.__dict__ for i in result.items]}, default=str)
-    leaked = sorted(n for n in hidden if n in blob)
+    leaked = sorted(n for n in hidden if n in blob and n not in asked)
     stats["leaks"] += bool(leaked)
     assert not leaked, (f"a {result.metadata.get('strategy')} query in scope {scope.path!r} reveals names from "
                         f"other scopes: {leaked} in {json.dumps(result.metadata.get('graph'), default=str)}")
@@ -207,8 +209,14 @@ def check_metadata(layout: Layout, scope: Scope, result, stats) -> None:
 
 def test_no_result_metadata_names_anything_outside_the_visible_scopes(ingested, report):
     layout, rag = ingested
-    stats: dict = {}
+    stats: dict = {"leaks": 0}
     try:
+        # first, for certain: each tenant asks graph_rag about another tenant's person by first name only
+        tenants = [s for s in layout.scopes if s.tenant and not s.user]
+        for scope, other in zip(tenants, tenants[1:] + tenants[:1], strict=True):
+            first_name = layout.secret[other.path].split()[0]
+            result = rag.query(f"What does {first_name} do?", strategy="graph_rag", k=10, scope=scope, abstain=False)
+            check_metadata(layout, scope, result, stats)
         run_queries(layout, rag, check_metadata, QUERIES_PER_LAYOUT // 2, stats)
     finally:
         report(layout_seed=layout.seed, **stats)
