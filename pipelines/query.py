@@ -10,6 +10,8 @@ from dagster import Config, MetadataValue, OpExecutionContext, Output, in_proces
 from pydantic import Field
 
 from assets._metadata import markdown_table
+from ragloom.errors import ConfigError
+from ragloom.settings import REPO_ROOT
 from ragloom.types import Scope
 from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, query_settings
 
@@ -24,11 +26,34 @@ class QueryConfig(Config):
     chunking: str = Field(default="recursive", description="Which chunking strategy's collection to query")
 
 
-def _load_queries(config: QueryConfig) -> list[str]:
+def _load_queries(config: QueryConfig, artifacts: ArtifactStore) -> list[str]:
+    """The queries to run. A queries_file must lie in the artifacts folder or the repository: the Launchpad
+    must not turn any file the process can read into queries echoed back in the results."""
     if not config.queries_file:
         return [config.query]
-    lines = Path(config.queries_file).read_text(encoding="utf-8").splitlines()
-    return [json.loads(line)["text"] if line.lstrip().startswith("{") else line.strip() for line in lines if line.strip()]
+    path = Path(config.queries_file).resolve()
+    roots = [Path(artifacts.base_dir).resolve(), REPO_ROOT]
+    if not any(path.is_relative_to(root) for root in roots):
+        raise ConfigError(f"queries_file {config.queries_file!r} is outside the allowed folders "
+                          f"({', '.join(map(str, roots))})")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"queries_file {config.queries_file!r} cannot be read: {e}") from e
+    queries = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if not line.lstrip().startswith("{"):
+            queries.append(line.strip())
+            continue
+        try:
+            record = json.loads(line)
+            queries.append(str(record["text"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"queries_file line {number}: expected plain text or JSON with a 'text' key "
+                              f"({type(e).__name__})") from e
+    return queries
 
 
 @op(description="Runs every query and writes the results as Parquet and JSON")
@@ -36,7 +61,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
                 embedder: EmbedderResource, nlp: NlpResource, artifacts: ArtifactStore) -> Output[str]:
     from ragloom.api import Ragloom
 
-    queries = _load_queries(config)
+    queries = _load_queries(config, artifacts)
     rows = []
     with Ragloom.from_settings(query_settings(weaviate, neo4j, embedder, nlp)) as rag:
         for q in queries:

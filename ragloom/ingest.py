@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ragloom.parsing import parse_sources
-from ragloom.tables import chunks_to_frame
+from ragloom.tables import chunks_to_frame, frame_to_documents
 from ragloom.types import Document, Rejection
 
 Log = Callable[[str], None]
@@ -58,6 +58,11 @@ def collect_documents(sources: Iterable[Source], previous: pd.DataFrame | None, 
         log(f"source {source.name}: {len(batch.documents)} documents, {len(batch.rejections)} rejected "
             f"({source.root})")
 
+    kept = _keep_previous_versions(rejections, previous, {d.document_id for d in documents})
+    if kept:
+        log(f"kept the previous version of {len(kept)} documents whose files could not be read this time")
+        documents.extend(kept)
+
     before = {} if previous is None else dict(zip(previous["document_id"], previous["content_hash"], strict=True))
     result = CollectedDocuments(documents, rejections)
     for doc in documents:
@@ -71,6 +76,20 @@ def collect_documents(sources: Iterable[Source], previous: pd.DataFrame | None, 
     result.removed = sorted(set(before) - current)
     result.seconds = time.monotonic() - started
     return result
+
+
+# A file that exists but could not be read this time (changing while read, a permission blip) is not a
+# deletion: its last good version stays current until a later run reads it.
+TRANSIENT_REASONS = frozenset({"unreadable"})
+
+
+def _keep_previous_versions(rejections: list[Rejection], previous: pd.DataFrame | None,
+                            current: set[str]) -> list[Document]:
+    paths = {r.source_path for r in rejections if r.reason in TRANSIENT_REASONS and Path(r.source_path).exists()}
+    if not paths or previous is None or previous.empty:
+        return []
+    rows = previous[previous["source_path"].isin(paths) & ~previous["document_id"].isin(current)]
+    return frame_to_documents(rows) if len(rows) else []
 
 
 @dataclass

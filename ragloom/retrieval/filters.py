@@ -206,12 +206,21 @@ def _scalar(name: str, value: Any) -> Scalar:
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise FilterError(f"filter field {name!r}: {value} is not a finite number")
-        return value
+        return _number(name, value)
     if isinstance(value, str):
         return _text(name, value)
     raise FilterError(f"filter field {name!r}: unsupported value of type {type(value).__name__}")
+
+
+INT64_RANGE = (-(2**63), 2**63 - 1)  # what Weaviate stores; larger ints fail deep in gRPC
+
+
+def _number(name: str, value: int | float) -> int | float:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FilterError(f"filter field {name!r}: {value} is not a finite number")
+    if isinstance(value, int) and not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
+        raise FilterError(f"filter field {name!r}: {str(value)[:24]}... is outside the 64-bit integer range")
+    return value
 
 
 def _scalar_list(name: str, values: Sequence[Any]) -> list[Scalar]:
@@ -236,9 +245,7 @@ def _kind(value: Scalar) -> str:
 
 def _range_value(name: str, op: str, value: Any) -> int | float | datetime:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise FilterError(f"filter field {name!r}: {value} is not a finite number")
-        return value
+        return _number(name, value)
     date = parse_iso_date(value) if isinstance(value, str) and len(value) <= 64 else None
     if date is None:
         raise FilterError(f"filter field {name!r}: '{op}' expects a number or an ISO date, got {str(value)[:40]!r}")

@@ -75,7 +75,7 @@ class GraphRagRetriever(Retriever):
             with request.stage("graph_walk"):
                 walked = graph.walk([s["entity_id"] for s in seeds], options["max_hops"],
                                     relation_types=list(options["relation_types"]) or None,
-                                    limit=options["walk_limit"])
+                                    limit=options["walk_limit"], scope_paths=request.scope.visible_paths())
             entity_ids = _unique([s["entity_id"] for s in seeds] + [n["entity_id"] for n in walked["nodes"]])
             with request.stage("graph_chunks"):
                 scored = graph.chunks_for_entities(entity_ids, self.chunking, scope_paths=request.scope.visible_paths(),
@@ -113,11 +113,12 @@ class GraphRagRetriever(Retriever):
                 from ragloom.extraction import query_entities
 
                 names = query_entities(nlp, request.query)
-            found = graph.entities_by_names(names) if names else []
-            matched = {e["name"].casefold() for e in found}
-            lookups = [n for n in names if n.casefold() not in matched] if names else [request.query]
+            visible = request.scope.visible_paths()  # a sibling scope's entities are never seeds
+            found = graph.entities_by_names(names, scope_paths=visible) if names else []
+            matched = {e.get("norm", "") for e in found}  # query_entities returns normalized names
+            lookups = [n for n in names if n not in matched] if names else [request.query]
             for text in lookups:
-                hits = graph.search_entities(text, limit=options["seed_limit"])
+                hits = graph.search_entities(text, limit=options["seed_limit"], scope_paths=visible)
                 if hits:
                     best = max(float(h["score"]) for h in hits)
                     found += [h for h in hits if float(h["score"]) >= options["seed_min_ratio"] * best]

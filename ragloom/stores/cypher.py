@@ -169,15 +169,20 @@ MATCH (e:Entity) WHERE e.ns = $ns
 RETURN e.entity_id AS entity_id, e.type AS type, [e.norm] + coalesce(e.alias_norms, []) AS keys
 """
 
+# Scope: with $scope_paths set, an entity is visible only when a chunk in one of those scopes mentions it,
+# and a relation only when one of its evidence chunks is in them; a sibling scope's names never leak.
+_VISIBLE = "EXISTS { MATCH (vc:Chunk)-[:MENTIONS]->({node}) WHERE vc.ns = $ns AND vc.scope_path IN $scope_paths }"
+
 SEARCH_ENTITIES = """
 CALL db.index.fulltext.queryNodes($index, $query) YIELD node, score
-WHERE node.ns = $ns
+WHERE node.ns = $ns AND ($scope_paths IS NULL OR """ + _VISIBLE.replace("{node}", "node") + """)
 RETURN node.entity_id AS entity_id, node.name AS name, node.type AS type, score
 LIMIT $limit
 """
 
 ENTITIES_BY_NAMES = """
 MATCH (e:Entity) WHERE e.ns = $ns AND (e.norm IN $names OR any(k IN e.alias_norms WHERE k IN $names))
+  AND ($scope_paths IS NULL OR """ + _VISIBLE.replace("{node}", "e") + """)
 RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type, e.norm AS norm,
        COUNT { (:Chunk)-[:MENTIONS]->(e) } AS chunks
 ORDER BY chunks DESC, e.entity_id
@@ -196,6 +201,9 @@ WALK_HOP = """
 UNWIND $frontier AS entity_id
 MATCH (a:Entity {ns: $ns, entity_id: entity_id})-[r:RELATED_TO]-(b:Entity)
 WHERE ($types IS NULL OR r.type IN $types) AND NOT b.entity_id IN $expanded
+  AND ($scope_paths IS NULL OR (""" + _VISIBLE.replace("{node}", "b") + """
+       AND any(cid IN r.chunk_ids WHERE EXISTS {
+             MATCH (ec:Chunk) WHERE ec.ns = $ns AND ec.chunk_id = cid AND ec.scope_path IN $scope_paths })))
 RETURN startNode(r).entity_id AS source_id, startNode(r).name AS source,
        endNode(r).entity_id AS target_id, endNode(r).name AS target, r.type AS type, r.weight AS weight,
        b.entity_id AS entity_id, b.name AS name, b.type AS entity_type
@@ -340,16 +348,21 @@ def entity_keys(ns: str) -> Query:
     return ENTITY_KEYS, {"ns": ns}
 
 
-def search_entities(ns: str, text: str, limit: int = 10) -> Query | None:
+def _scopes(scope_paths: list[str] | None) -> list[str] | None:
+    return list(scope_paths) if scope_paths is not None else None
+
+
+def search_entities(ns: str, text: str, limit: int = 10, scope_paths: list[str] | None = None) -> Query | None:
     """None when the text has nothing to search for."""
     query = lucene_query(text)
     if not query.strip("\\ "):
         return None
-    return SEARCH_ENTITIES, {"ns": ns, "index": FULLTEXT_INDEX, "query": query, "limit": int(limit)}
+    return SEARCH_ENTITIES, {"ns": ns, "index": FULLTEXT_INDEX, "query": query, "limit": int(limit),
+                             "scope_paths": _scopes(scope_paths)}
 
 
-def entities_by_names(ns: str, names: list[str], limit: int = 50) -> Query:
-    return ENTITIES_BY_NAMES, {"ns": ns, "names": list(names), "limit": int(limit)}
+def entities_by_names(ns: str, names: list[str], limit: int = 50, scope_paths: list[str] | None = None) -> Query:
+    return ENTITIES_BY_NAMES, {"ns": ns, "names": list(names), "limit": int(limit), "scope_paths": _scopes(scope_paths)}
 
 
 def entities_by_ids(ns: str, entity_ids: list[str]) -> Query:
@@ -357,9 +370,10 @@ def entities_by_ids(ns: str, entity_ids: list[str]) -> Query:
 
 
 def walk_hop(ns: str, frontier: list[str], expanded: list[str], relation_types: list[str] | None,
-             limit: int) -> Query:
+             limit: int, scope_paths: list[str] | None = None) -> Query:
     return WALK_HOP, {"ns": ns, "frontier": list(frontier), "expanded": list(expanded),
-                      "types": list(relation_types) if relation_types is not None else None, "limit": int(limit)}
+                      "types": list(relation_types) if relation_types is not None else None, "limit": int(limit),
+                      "scope_paths": _scopes(scope_paths)}
 
 
 def chunks_for_entities(ns: str, entity_ids: list[str], strategy: str, scope_paths: list[str] | None,

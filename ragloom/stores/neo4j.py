@@ -229,26 +229,28 @@ class Neo4jStore:
         return [KnownEntity(r["entity_id"], r["type"], tuple(k for k in r["keys"] if k))
                 for r in self._run(cypher.entity_keys(self.namespace))]
 
-    def search_entities(self, text: str, limit: int = 10) -> list[dict]:
-        """Full-text seed lookup over entity names and aliases: [{entity_id, name, type, score}]."""
-        query = cypher.search_entities(self.namespace, text, limit)
+    def search_entities(self, text: str, limit: int = 10, scope_paths: list[str] | None = None) -> list[dict]:
+        """Full-text seed lookup over entity names and aliases: [{entity_id, name, type, score}].
+        With ``scope_paths``, only entities that a chunk in those scopes mentions."""
+        query = cypher.search_entities(self.namespace, text, limit, scope_paths)
         return [] if query is None else self._run(query)
 
-    def entities_by_names(self, names: list[str], limit: int = 50) -> list[dict]:
+    def entities_by_names(self, names: list[str], limit: int = 50, scope_paths: list[str] | None = None) -> list[dict]:
         """Entities whose normalized name or alias equals one of ``names`` (see normalize_name):
         [{entity_id, name, type, norm, chunks}] (norm: the normalized canonical name), most mentioned first."""
         names = [n for n in dict.fromkeys(names) if n]
         if not names:
             return []
-        return self._run(cypher.entities_by_names(self.namespace, names, limit))
+        return self._run(cypher.entities_by_names(self.namespace, names, limit, scope_paths))
 
     def walk(self, entity_ids: list[str], max_hops: int, relation_types: list[str] | None = None,
-             limit: int = 200) -> dict:
+             limit: int = 200, scope_paths: list[str] | None = None) -> dict:
         """Breadth-first over RELATED_TO from the seeds, strongest relations first, at most
         ``cypher.MAX_WALK_HOPS`` hops (larger values are capped) and ``limit`` edges.
 
         Returns {"nodes": [{entity_id, name, type, hop}], "edges": [{source, type, target, weight,
         source_id, target_id}]} with edges in their stored direction and entity names as source/target.
+        With ``scope_paths``, only entities and relations evidenced by chunks in those scopes are walked.
         """
         if isinstance(max_hops, bool) or not isinstance(max_hops, int) or max_hops < 0:
             raise StoreError(f"walk: max_hops must be a non-negative int, got {max_hops!r}")
@@ -262,7 +264,8 @@ class Neo4jStore:
             remaining = limit - len(edges)
             if not frontier or remaining <= 0:
                 break
-            rows = self._run(cypher.walk_hop(self.namespace, frontier, expanded, relation_types, remaining))
+            rows = self._run(cypher.walk_hop(self.namespace, frontier, expanded, relation_types, remaining,
+                                             scope_paths))
             expanded.extend(frontier)
             frontier = []
             for r in rows:

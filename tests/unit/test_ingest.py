@@ -1,0 +1,42 @@
+"""Incremental collection: new, changed, unchanged, removed; a transient read failure is not a deletion."""
+
+from __future__ import annotations
+
+from ragloom.ingest import Source, collect_documents
+from ragloom.tables import documents_to_frame
+from ragloom.types import Rejection
+
+
+def _collect(root, previous=None):
+    return collect_documents([Source("docs", root)], previous, log=lambda _: None)
+
+
+def test_classifies_documents_against_the_previous_run(tmp_path):
+    (tmp_path / "a.md").write_text("# A\nalpha")
+    (tmp_path / "b.md").write_text("# B\nbeta")
+    first = _collect(tmp_path)
+    assert sorted(first.new) == ["docs/a.md", "docs/b.md"]
+    previous = documents_to_frame(first.documents)
+    (tmp_path / "a.md").write_text("# A\nalpha, edited")
+    (tmp_path / "b.md").unlink()
+    (tmp_path / "c.md").write_text("# C\ngamma")
+    second = _collect(tmp_path, previous)
+    assert (second.changed, second.removed, second.new) == (["docs/a.md"], ["docs/b.md"], ["docs/c.md"])
+
+
+def test_unreadable_file_keeps_its_previous_version(tmp_path, monkeypatch):
+    (tmp_path / "a.md").write_text("# A\nalpha")
+    first = _collect(tmp_path)
+    previous = documents_to_frame(first.documents)
+
+    import ragloom.ingest as ingest
+    from ragloom.parsing import ParseBatch
+
+    def flaky(paths, root, **kwargs):  # the file is there but changed while it was read
+        return ParseBatch(documents=[], rejections=[Rejection("a.md", "unreadable", "changed while read")])
+
+    monkeypatch.setattr(ingest, "parse_sources", flaky)
+    second = _collect(tmp_path, previous)
+    assert [d.document_id for d in second.documents] == ["docs/a.md"]
+    assert second.unchanged == ["docs/a.md"] and not second.removed
+    assert len(second.rejections) == 1  # still reported
