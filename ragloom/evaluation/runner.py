@@ -221,21 +221,9 @@ def hits_of(items: Sequence[Any]) -> list[Hit]:
 
 def _cached_encoder(embedder: Any, cache: Any) -> Callable[[Sequence[str]], Any]:
     """``embedder.encode`` through the shared embedding cache (the baselines' whole documents are re-used)."""
-    import numpy as np
+    from ragloom.indexing.vectors import encode_cached
 
-    def encode(texts: Sequence[str]) -> Any:
-        texts = list(texts)
-        hits, misses = cache.get_many(embedder.model_id, texts)
-        vectors = np.empty((len(texts), embedder.dimension), dtype=np.float32)
-        for i, vector in hits.items():
-            vectors[i] = vector
-        if misses:
-            fresh = embedder.encode([texts[i] for i in misses])
-            vectors[misses] = fresh
-            cache.put_many(embedder.model_id, [texts[i] for i in misses], fresh)
-        return vectors
-
-    return encode
+    return lambda texts: encode_cached(embedder, cache, list(texts))[0]
 
 
 def drop_namespace(settings: Settings, dataset_name: str, namespace: str | None = None) -> list[str]:

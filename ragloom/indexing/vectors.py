@@ -121,12 +121,8 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     return report
 
 
-def _embed(embedder: Embedder, cache: EmbeddingCache | None, batch: list[Chunk],
-           report: VectorSyncReport) -> np.ndarray:
-    texts = [c.embed_text for c in batch]
-    if cache is None:
-        report.embedded += len(texts)
-        return embedder.encode(texts)
+def encode_cached(embedder: Embedder, cache: EmbeddingCache, texts: list[str]) -> tuple[np.ndarray, int]:
+    """Vectors for ``texts``, embedding only the cache misses (and caching them); returns (vectors, hits)."""
     hits, misses = cache.get_many(embedder.model_id, texts)
     vectors = np.empty((len(texts), embedder.dimension), dtype=np.float32)
     for i, vector in hits.items():
@@ -135,8 +131,18 @@ def _embed(embedder: Embedder, cache: EmbeddingCache | None, batch: list[Chunk],
         fresh = embedder.encode([texts[i] for i in misses])
         vectors[misses] = fresh
         cache.put_many(embedder.model_id, [texts[i] for i in misses], fresh)
-    report.cache_hits += len(hits)
-    report.embedded += len(misses)
+    return vectors, len(hits)
+
+
+def _embed(embedder: Embedder, cache: EmbeddingCache | None, batch: list[Chunk],
+           report: VectorSyncReport) -> np.ndarray:
+    texts = [c.embed_text for c in batch]
+    if cache is None:
+        report.embedded += len(texts)
+        return embedder.encode(texts)
+    vectors, hits = encode_cached(embedder, cache, texts)
+    report.cache_hits += hits
+    report.embedded += len(texts) - hits
     return vectors
 
 

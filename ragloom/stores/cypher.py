@@ -171,18 +171,18 @@ RETURN e.entity_id AS entity_id, e.type AS type, [e.norm] + coalesce(e.alias_nor
 
 # Scope: with $scope_paths set, an entity is visible only when a chunk in one of those scopes mentions it,
 # and a relation only when one of its evidence chunks is in them; a sibling scope's names never leak.
-_VISIBLE = "EXISTS { MATCH (vc:Chunk)-[:MENTIONS]->({node}) WHERE vc.ns = $ns AND vc.scope_path IN $scope_paths }"
-
 SEARCH_ENTITIES = """
 CALL db.index.fulltext.queryNodes($index, $query) YIELD node, score
-WHERE node.ns = $ns AND ($scope_paths IS NULL OR """ + _VISIBLE.replace("{node}", "node") + """)
+WHERE node.ns = $ns AND ($scope_paths IS NULL OR
+       EXISTS { MATCH (vc:Chunk)-[:MENTIONS]->(node) WHERE vc.ns = $ns AND vc.scope_path IN $scope_paths })
 RETURN node.entity_id AS entity_id, node.name AS name, node.type AS type, score
 LIMIT $limit
 """
 
 ENTITIES_BY_NAMES = """
 MATCH (e:Entity) WHERE e.ns = $ns AND (e.norm IN $names OR any(k IN e.alias_norms WHERE k IN $names))
-  AND ($scope_paths IS NULL OR """ + _VISIBLE.replace("{node}", "e") + """)
+  AND ($scope_paths IS NULL OR
+       EXISTS { MATCH (vc:Chunk)-[:MENTIONS]->(e) WHERE vc.ns = $ns AND vc.scope_path IN $scope_paths })
 RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type, e.norm AS norm,
        COUNT { (:Chunk)-[:MENTIONS]->(e) } AS chunks
 ORDER BY chunks DESC, e.entity_id
@@ -201,7 +201,8 @@ WALK_HOP = """
 UNWIND $frontier AS entity_id
 MATCH (a:Entity {ns: $ns, entity_id: entity_id})-[r:RELATED_TO]-(b:Entity)
 WHERE ($types IS NULL OR r.type IN $types) AND NOT b.entity_id IN $expanded
-  AND ($scope_paths IS NULL OR (""" + _VISIBLE.replace("{node}", "b") + """
+  AND ($scope_paths IS NULL OR (
+       EXISTS { MATCH (vc:Chunk)-[:MENTIONS]->(b) WHERE vc.ns = $ns AND vc.scope_path IN $scope_paths }
        AND any(cid IN r.chunk_ids WHERE EXISTS {
              MATCH (ec:Chunk) WHERE ec.ns = $ns AND ec.chunk_id = cid AND ec.scope_path IN $scope_paths })))
 RETURN startNode(r).entity_id AS source_id, startNode(r).name AS source,

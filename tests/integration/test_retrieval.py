@@ -428,21 +428,19 @@ def test_the_scope_holds_under_adversarial_filters(memos):
 
 
 def test_graph_lane_stays_in_scope(memos):
-    # Zephyr Holdings is named only in bob's and acme-corp's memos. Without walking (no relation matches),
-    # alice's graph lane reaches no chunk she may read: graph_rag answers from the vectors and says so.
+    # Zephyr Holdings is named only in bob's and acme-corp's memos. For alice it is not an entity at all:
+    # seeds, walks and relations are confined to what chunks in her visible scopes mention, so her graph
+    # lane finds no seed, graph_rag answers from the vectors and says so, and no sibling's name leaks.
     alice = SCOPES["alice"]
-    seeds_only = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False,
-                                 relation_types=["no_such_relation"])
-    assert seeds_only.metadata["fallbacks"] == ["graph_rag->hybrid: the graph reached no chunk in scope"]
-    assert set(doc_ids(seeds_only)) <= visible_documents(alice)
+    for options in ({"relation_types": ["no_such_relation"]}, {}):
+        result = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False, **options)
+        assert result.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the query"]
+        assert set(doc_ids(result)) <= visible_documents(alice)
+        assert not any(name in item.text.lower() for item in result.items for name in forbidden_names(alice))
+        assert "zephyr" not in str(result.metadata).lower()
     bob = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=SCOPES["bob"], abstain=False,
                           relation_types=["no_such_relation"])
     assert "graph" in bob.metadata["lanes_run"] and doc_ids(bob)[0] == "memo-bob"
-    # walking from Zephyr reaches Falcon, which alice's memos name: her chunks, and no name from bob's memo
-    walked = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False)
-    assert "graph" in walked.metadata["lanes_run"] and walked.metadata["graph"]["chunks"] > 0
-    assert set(doc_ids(walked)) <= visible_documents(alice)
-    assert not any(name in item.text.lower() for item in walked.items for name in forbidden_names(alice))
 
 
 ALL_MEMOS = {d.document_id: d for d in [*SCOPE_DOCUMENTS, DUPLICATE]}
