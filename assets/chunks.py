@@ -4,11 +4,11 @@
 import pandas as pd
 from dagster import (
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
-    AssetChecksDefinition,
     Output,
     asset,
     asset_check,

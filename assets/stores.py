@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 from dagster import (
     AssetCheckResult,
-    AssetCheckSeverity,
     AssetChecksDefinition,
+    AssetCheckSeverity,
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
@@ -72,7 +72,8 @@ def build_vector_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDef
             "model": model.model_id,
         })
 
-    @asset_check(asset=_vectors, name=f"vectors_{strategy}_match_chunks", additional_ins={"chunks": AssetIn(chunks_name)},
+    @asset_check(asset=_vectors, name=f"vectors_{strategy}_match_chunks",
+                 additional_ins={"chunks": AssetIn(chunks_name)},
                  description="Every current chunk id is in Weaviate and nothing else is; vector dimension matches")
     def _check(chunks: pd.DataFrame, weaviate: WeaviateResource, embedder: EmbedderResource) -> AssetCheckResult:
         result = check_vectors(weaviate.store(), strategy, set(chunks["chunk_id"]), embedder.embedder().dimension)

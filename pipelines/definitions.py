@@ -1,4 +1,5 @@
-"""The one Definitions object: ingestion assets, the query job, the nightly schedule, the uploads sensor."""
+"""The one Definitions object: ingestion assets, the query and evaluation jobs, the nightly schedule and the
+uploads sensor."""
 
 
 from pathlib import Path
@@ -20,6 +21,7 @@ from dagster import (
 from assets.chunks import build_chunk_assets
 from assets.documents import documents, documents_quality, no_rejected_files
 from assets.stores import STORE_WRITER_TAGS, build_graph_assets, build_vector_assets
+from pipelines.evaluation import eval_job
 from pipelines.query import query_job
 from ragloom import uploads
 from ragloom.settings import Settings
@@ -59,7 +61,8 @@ nightly_reingest = ScheduleDefinition(
     execution_timezone=SETTINGS.schedule_timezone,
     tags={"ragloom/trigger": "schedule"},
     default_status=DefaultScheduleStatus.RUNNING,
-    description="Re-ingests the corpus (RAGLOOM_SCHEDULE_CRON, RAGLOOM_SCHEDULE_TIMEZONE); unchanged documents cost nothing.",
+    description="Re-ingests the corpus (RAGLOOM_SCHEDULE_CRON, RAGLOOM_SCHEDULE_TIMEZONE); "
+                "unchanged documents cost nothing.",
 )
 
 
@@ -90,7 +93,7 @@ def build_defs(settings: Settings = SETTINGS, resources: dict | None = None) -> 
     return Definitions(
         assets=assets,
         asset_checks=checks,
-        jobs=[ingest_job, query_job],
+        jobs=[ingest_job, query_job, eval_job],
         schedules=[nightly_reingest],
         sensors=[uploads_sensor],
         resources=resources or default_resources(),

@@ -17,7 +17,8 @@ from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResourc
 
 
 class QueryConfig(Config):
-    query: str = Field(default="Who leads the team that owns the HarborSight platform?", description="One query (ignored if queries_file)")
+    query: str = Field(default="Who leads the team that owns the HarborSight platform?",
+                       description="One query (ignored if queries_file)")
     queries_file: str = Field(default="", description="A file with one query per line (or JSONL with 'text')")
     strategy: str = Field(default="hybrid", description="dense | bm25 | hybrid | graph_rag | hierarchical")
     k: int = Field(default=5, description="Results per query")

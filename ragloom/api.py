@@ -90,6 +90,18 @@ class Ragloom:
         only); ``options``: the strategy's and post-processing options (see each strategy's ``defaults``)."""
         return self.retriever(strategy, chunking, **options).search(text, k=k, filters=filters, scope=scope)
 
+    def warm(self, strategy: str = "hybrid") -> None:
+        """Load now what ``strategy`` needs (embedder; spaCy and Neo4j for graph_rag), so a first query's
+        latency is the query's alone. A graph that cannot load is left for the query to report as a fallback."""
+        if strategy != "bm25":
+            _ = self.context.embedder
+        if strategy == "graph_rag":
+            self.context.graph()
+            try:
+                _ = self.context.nlp
+            except RagloomError as e:
+                log.warning("spaCy model not loaded: %s", e)
+
     def context_text(self, result: RetrievalResult, token_budget: int = 1500) -> tuple[str, list[Citation]]:
         """The result as numbered passages within ``token_budget`` tokens of the embedding model's tokenizer."""
         from ragloom.chunking.tokens import get_token_counter

@@ -45,12 +45,21 @@ def _cmd_settings(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
+    import time
+
     from ragloom.api import Ragloom
+    from ragloom.retrieval.filters import parse_filters
     from ragloom.types import Scope
 
+    parse_filters(args.filter or None)  # a malformed filter or scope fails before anything connects or loads
+    scope = Scope.from_path(args.scope)
+    started = time.perf_counter()
     with Ragloom.from_settings(Settings.from_env()) as rag:
+        rag.warm(args.strategy)
+        load_ms = (time.perf_counter() - started) * 1000
         result = rag.query(args.text, strategy=args.strategy, k=args.k, filters=args.filter or None,
-                           scope=Scope.from_path(args.scope), chunking=args.chunking)
+                           scope=scope, chunking=args.chunking)
+    result.metadata.setdefault("timings_ms", {})["connect_and_load"] = round(load_ms, 1)
     if args.json:
         print(json.dumps({"query": result.query, "metadata": result.metadata,
                           "items": [item.__dict__ for item in result.items]}, indent=2, default=str))
@@ -58,7 +67,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
     meta = result.metadata
     print(f"query: {result.query}")
     print(f"strategy: {meta.get('strategy')}  lanes: {meta.get('lanes_run')}  fallbacks: {meta.get('fallbacks') or '-'}"
-          f"  total: {meta.get('timings_ms', {}).get('total', '?')} ms")
+          f"  query: {meta['timings_ms'].get('total', 0):.0f} ms (connect + model load before it: "
+          f"{meta['timings_ms']['connect_and_load']:.0f} ms)")
     if meta.get("abstained"):
         print(f"abstained: {meta.get('abstain_reason')}")
     for item in result.items:

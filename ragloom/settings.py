@@ -58,6 +58,7 @@ class Settings:
     docs_dir: Path = SAMPLE_CORPUS  # RAGLOOM_DOCS_DIR
     uploads_dir: Path | None = None  # RAGLOOM_UPLOADS_DIR, default <data_dir>/uploads
     artifacts_path: Path | None = None  # RAGLOOM_ARTIFACTS_DIR, default <data_dir>/artifacts
+    eval_data_dir: Path = REPO_ROOT.parent / "shared" / "data"  # RAGLOOM_EVAL_DATA_DIR: evaluation datasets
     # Weaviate
     weaviate_version: str = "1.39.0"
     weaviate_binary: str = ""  # RAGLOOM_WEAVIATE_BINARY: use this server binary, skip provisioning
@@ -101,6 +102,7 @@ class Settings:
             docs_dir=Path(_env("RAGLOOM_DOCS_DIR", str(d.docs_dir))).expanduser(),
             uploads_dir=Path(_env("RAGLOOM_UPLOADS_DIR", str(data_dir / "uploads"))).expanduser(),
             artifacts_path=Path(_env("RAGLOOM_ARTIFACTS_DIR", str(data_dir / "artifacts"))).expanduser(),
+            eval_data_dir=Path(_env("RAGLOOM_EVAL_DATA_DIR", str(d.eval_data_dir))).expanduser(),
             weaviate_version=_env("RAGLOOM_WEAVIATE_VERSION", d.weaviate_version),
             weaviate_binary=_env("RAGLOOM_WEAVIATE_BINARY", ""),
             weaviate_host=_env("RAGLOOM_WEAVIATE_HOST", d.weaviate_host),

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from dagster import ConfigurableIOManager, ConfigurableResource, EnvVar, InitResourceContext, InputContext, OutputContext
+from dagster import (
+    ConfigurableIOManager,
+    ConfigurableResource,
+    EnvVar,
+    InitResourceContext,
+    InputContext,
+    OutputContext,
+)
 from pydantic import Field, PrivateAttr
 
 from ragloom.ingest import Source

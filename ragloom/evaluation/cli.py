@@ -13,7 +13,7 @@ DEFAULT_STRATEGIES = "dense,bm25,hybrid,graph_rag,hierarchical"
 DEFAULT_CHUNKINGS = "recursive"
 
 
-def _names(raw: str) -> list[str]:
+def names(raw: str) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
@@ -30,7 +30,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         from ragloom import stack
 
         settings = stack.up(settings)
-    report = evaluate(args.dataset, _names(args.strategies), _names(args.chunking), settings,
+    report = evaluate(args.dataset, names(args.strategies), names(args.chunking), settings,
                       namespace=args.namespace or None, max_queries=args.max_queries, corpus_limit=args.corpus_limit,
                       depth=args.depth, seed=args.seed, resamples=args.resamples, query_options=options,
                       baselines=not args.no_baselines)
@@ -62,22 +62,3 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_eval)
     return p
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m ragloom.evaluation.cli eval ...``: the same command without the main CLI."""
-    import sys
-
-    from ragloom.errors import RagloomError
-
-    parser = argparse.ArgumentParser(prog="ragloom")
-    add_eval_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except RagloomError as e:
-        print(f"ragloom: error: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

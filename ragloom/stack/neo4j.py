@@ -65,7 +65,8 @@ def provision(settings: Settings) -> Path:
         return lib
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise StackError("provisioning Neo4j needs Maven (apt-get install maven) to fetch the server from Maven Central")
+        raise StackError("provisioning Neo4j needs Maven (apt-get install maven) to fetch the server "
+                         "from Maven Central")
     started = time.monotonic()
     _log(f"fetching neo4j-community-standalone {settings.neo4j_version} from Maven Central")
     lib.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ def test_definitions_validate():
 def test_every_job_schedule_and_sensor_resolves():
     repo = defs.get_repository_def()
     jobs = {j.name for j in repo.get_all_jobs()}
-    assert {"ingest_job", "query_job"} <= jobs
+    assert {"ingest_job", "query_job", "eval_job"} <= jobs
     for name in jobs:
         assert repo.get_job(name).graph is not None
     assert {s.name for s in repo.schedule_defs} == {"nightly_reingest"}
@@ -48,3 +48,22 @@ def test_store_assets_are_serialized_by_pools():
             assert node.pools == {"weaviate"}
         if name.startswith("graph_"):
             assert node.pools == {"neo4j"}
+
+
+def test_eval_job_reads_datasets_only_from_the_eval_data_folder(tmp_path):
+    import pytest
+
+    from pipelines.evaluation import _dataset_dir
+    from ragloom.errors import ConfigError
+
+    (tmp_path / "data" / "tiny").mkdir(parents=True)
+    (tmp_path / "data" / "tiny" / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n')
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "corpus.jsonl").write_text('{"_id": "d1", "text": "secret"}\n')
+    root = tmp_path / "data"
+    assert _dataset_dir("tiny", root) == (root / "tiny").resolve()
+    for escape in ("../outside", str(tmp_path / "outside"), "tiny/../../outside"):
+        with pytest.raises(ConfigError, match="outside RAGLOOM_EVAL_DATA_DIR"):
+            _dataset_dir(escape, root)
+    with pytest.raises(ConfigError, match="no corpus.jsonl.*tiny"):
+        _dataset_dir("missing", root)

@@ -58,7 +58,7 @@ def test_missing_uploads_folder_skips(tmp_path):
 
 def test_nightly_schedule_targets_the_ingest_job():
     context = dg.build_schedule_context(scheduled_execution_time=dt.datetime(2026, 11, 22, 2, 0,
-                                                                                tzinfo=dt.timezone.utc))
+                                                                                tzinfo=dt.UTC))
     data = nightly_reingest.evaluate_tick(context)
     assert len(data.run_requests) == 1
     request = data.run_requests[0]

@@ -40,3 +40,35 @@ def test_scifact_smoke(settings: Settings, namespace: str, tmp_path: Path) -> No
         assert all(p.stat().st_size > 0 for p in paths.values())
     finally:
         drop_namespace(settings, "scifact", namespace)
+
+
+def test_eval_job_shows_results_in_the_run(settings: Settings, namespace: str, tmp_path: Path) -> None:
+    """The Dagster eval_job: same evaluation, results as run metadata and files under the artifacts folder."""
+    from pipelines.evaluation import eval_job
+    from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource
+
+    if not SCIFACT.exists():
+        pytest.fail(f"evaluation data missing: {SCIFACT} (see ../shared/data/README.md)")
+    resources = {
+        "artifacts": ArtifactStore(base_dir=str(tmp_path / "artifacts")),
+        "weaviate": WeaviateResource(api_key=settings.weaviate_api_key),
+        "neo4j": Neo4jResource(password=settings.neo4j_password),
+        "embedder": EmbedderResource(), "nlp": NlpResource(),
+    }
+    config = {"ops": {"run_evaluation": {"config": {
+        "dataset": "scifact", "strategies": "bm25,hybrid", "chunking": "recursive", "max_queries": 12,
+        "corpus_limit": 120, "resamples": 50, "baselines": False, "namespace": namespace}}}}
+    try:
+        result = eval_job.execute_in_process(run_config=config, resources=resources)
+        assert result.success
+        [output] = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+        metadata = {k: v.value for k, v in output.event_specific_data.metadata.items()}
+        assert metadata["dataset"] == "scifact" and metadata["documents"] == 120
+        assert metadata["queries_document"] == 12 and metadata["systems_failed"] == "none"
+        table = metadata["results"]
+        assert "| bm25/recursive |" in table and "| hybrid/recursive |" in table
+        out = Path(result.output_for_node("run_evaluation"))
+        assert out.is_relative_to(tmp_path / "artifacts" / "eval_results")
+        assert (out / "scifact_eval.png").stat().st_size > 0 and (out / "scifact_eval.csv").stat().st_size > 0
+    finally:
+        drop_namespace(settings, "scifact", namespace)

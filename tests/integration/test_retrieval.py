@@ -8,6 +8,7 @@ shared embedding cache), and is deleted afterwards.
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,6 +145,24 @@ def test_each_strategy_finds_the_gold_abstracts_of_scifact_claims(scifact, scifa
         hits += bool(set(doc_ids(result)) & set(scifact.qrels[query.query_id]))
     # 200 abstracts: chance is ~1 in 40 per query; full-corpus references put dense/bm25 nDCG@10 near 0.66
     assert hits >= 10, f"{strategy} {options}: gold abstract in the top 5 for {hits}/12 claims"
+
+
+def test_cli_query_prints_ranked_chunks_and_keeps_model_load_out_of_query_time(scifact, scifact_corpus, monkeypatch,
+                                                                               capsys):
+    from ragloom.cli import main
+
+    monkeypatch.setenv("RAGLOOM_COLLECTION_PREFIX", scifact_corpus.settings.collection_prefix)
+    monkeypatch.setenv("RAGLOOM_GRAPH_NAMESPACE", scifact_corpus.settings.graph_namespace)
+    query = scifact.queries[0]
+    assert main(["query", query.text, "--strategy", "hybrid", "-k", "5", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    timings = printed["metadata"]["timings_ms"]
+    assert timings["connect_and_load"] > 0 and timings["total"] > 0
+    assert "embed" in timings  # the query's own embedding is still timed, the model load is not
+    assert set(i["document_id"] for i in printed["items"]) & set(scifact.qrels[query.query_id])
+    assert main(["query", query.text, "--strategy", "dense", "-k", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "strategy: dense" in out and "connect + model load before it:" in out and "\n 1. [" in out
 
 
 def test_items_carry_what_callers_need(scifact, scifact_corpus):

@@ -28,7 +28,8 @@ def test_up_is_idempotent(settings):
 def test_weaviate_write_and_read_over_grpc(weaviate_client, namespace):
     name = f"{namespace}Stack"
     collection = weaviate_client.collections.create(
-        name, vector_config=Configure.Vectors.self_provided(), properties=[Property(name="text", data_type=DataType.TEXT)]
+        name, vector_config=Configure.Vectors.self_provided(),
+        properties=[Property(name="text", data_type=DataType.TEXT)],
     )
     try:
         uid = collection.data.insert({"text": "hello from ragloom"}, vector=[0.1, 0.2, 0.3])
