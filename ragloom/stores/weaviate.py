@@ -56,6 +56,7 @@ DELETE_BATCH = 1000  # ids per delete_many filter (below the server's QUERY_MAXI
 FETCH_BATCH = 1000
 RETRY_DELAYS = (0.25, 0.5, 1.0)  # backoff between retries of failed objects; bounded
 ITERATOR_PAGE = 2000
+FRESH_INDEX_ATTEMPTS = 5  # reads of a collection created a moment ago by another process (see chunk_index)
 
 # name -> (data type name, tokenization or None, searchable, filterable)
 CORE_PROPERTIES: dict[str, tuple[str, str | None, bool, bool]] = {
@@ -409,12 +410,21 @@ class WeaviateStore:
         """chunk_id -> document_id of every object (cursor API; {} when the collection does not exist)."""
         if not self.exists(strategy):
             return {}
-        out: dict[str, str] = {}
-        with _store_errors(f"iterate {self.collection_name(strategy)}"):
-            for obj in self._collection(strategy).iterator(return_properties=["chunk_id", "document_id"],
-                                                           cache_size=ITERATOR_PAGE):
-                out[obj.properties["chunk_id"]] = obj.properties.get("document_id") or ""
-        return out
+        for attempt in range(1, FRESH_INDEX_ATTEMPTS + 1):
+            out: dict[str, str] = {}
+            try:
+                with _store_errors(f"iterate {self.collection_name(strategy)}"):
+                    for obj in self._collection(strategy).iterator(return_properties=["chunk_id", "document_id"],
+                                                                   cache_size=ITERATOR_PAGE):
+                        out[obj.properties["chunk_id"]] = obj.properties.get("document_id") or ""
+                return out
+            except StoreError as e:
+                # A collection another process has just created is in the schema a moment before its
+                # index is loaded: wait for it rather than fail that process's run.
+                if "non-existing index" not in str(e) or attempt == FRESH_INDEX_ATTEMPTS:
+                    raise
+                time.sleep(0.2 * attempt)
+        raise AssertionError("unreachable")
 
     def count(self, strategy: str) -> int:
         if not self.exists(strategy):
