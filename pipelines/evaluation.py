@@ -2,13 +2,13 @@
 
 
 import dataclasses
-import time
 from pathlib import Path
 
 from dagster import Config, MetadataValue, OpExecutionContext, Output, in_process_executor, job, op
 from pydantic import Field
 
 from assets.stores import STORE_WRITER_TAGS
+from pipelines._launchpad import inside
 from ragloom.errors import ConfigError
 from ragloom.evaluation.cli import DEFAULT_CHUNKINGS, DEFAULT_STRATEGIES, names
 from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, query_settings
@@ -31,7 +31,7 @@ def _dataset_dir(name: str, root: Path) -> Path:
     """The dataset folder, which must lie under the evaluation data folder: the Launchpad must not turn any
     folder the process can read into a corpus written to the stores."""
     path = (root / name).resolve()
-    if not path.is_relative_to(root.resolve()):
+    if not inside(path, [root]):
         raise ConfigError(f"dataset {name!r} is outside RAGLOOM_EVAL_DATA_DIR ({root})")
     if not (path / "corpus.jsonl").is_file():
         raise ConfigError(f"dataset {name!r}: {path} has no corpus.jsonl (datasets in {root}: "
@@ -53,7 +53,7 @@ def run_evaluation(context: OpExecutionContext, config: EvalConfig, weaviate: We
                       namespace=config.namespace or None, max_queries=config.max_queries or None,
                       corpus_limit=config.corpus_limit or None, depth=config.depth, resamples=config.resamples,
                       baselines=config.baselines, log=context.log.info)
-    out = Path(artifacts.base_dir) / "eval_results" / f"{time.strftime('%Y%m%dT%H%M%S')}_{context.run_id[:8]}"
+    out = Path(artifacts.base_dir) / artifacts.run_name("eval_results", context.run_id)
     paths = report.write(out)
     errors = [s.name for s in report.systems if s.error]
     return Output(str(out), metadata={

@@ -2,7 +2,6 @@
 
 
 import json
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +9,7 @@ from dagster import Config, MetadataValue, OpExecutionContext, Output, in_proces
 from pydantic import Field
 
 from assets._metadata import markdown_table
+from pipelines._launchpad import inside
 from ragloom.errors import ConfigError
 from ragloom.settings import REPO_ROOT
 from ragloom.types import Scope
@@ -34,7 +34,7 @@ def _load_queries(config: QueryConfig, artifacts: ArtifactStore) -> list[str]:
         return [config.query]
     path = Path(config.queries_file).resolve()
     roots = [Path(artifacts.base_dir).resolve(), REPO_ROOT]
-    if not any(path.is_relative_to(root) for root in roots):
+    if not inside(path, roots):
         raise ConfigError(f"queries_file {config.queries_file!r} is outside the allowed folders "
                           f"({', '.join(map(str, roots))})")
     try:
@@ -75,9 +75,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
                              "strategy": result.metadata.get("strategy"),
                              "fallbacks": ",".join(result.metadata.get("fallbacks", []))})
     frame = pd.DataFrame(rows)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    name = f"query_results/{stamp}_{context.run_id[:8]}"
-    path = artifacts.write(name, frame)
+    path = artifacts.write(artifacts.run_name("query_results", context.run_id), frame)
     path.with_suffix(".json").write_text(frame.to_json(orient="records", indent=1))
     return Output(str(path), metadata={"queries": len(queries), "results": len(frame), "parquet": str(path),
                                        "results_table": markdown_table(rows, ["query", "rank", "score", "document_id",

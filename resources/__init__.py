@@ -7,6 +7,7 @@ resources fall back to the credentials the local stack generated (see ragloom.st
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,11 @@ class ArtifactStore(ConfigurableResource):
     def read(self, name: str) -> pd.DataFrame | None:
         path = self.path(name)
         return pd.read_parquet(path) if path.exists() else None
+
+    @staticmethod
+    def run_name(kind: str, run_id: str) -> str:
+        """``<kind>/<timestamp>_<run id prefix>``: where one run's results go, sortable by time."""
+        return f"{kind}/{time.strftime('%Y%m%dT%H%M%S')}_{run_id[:8]}"
 
     def cache_dir(self) -> Path:
         """The embedding cache (Parquet segments keyed by model id and text hash)."""

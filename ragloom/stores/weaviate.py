@@ -35,11 +35,11 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import numpy as np
@@ -56,7 +56,8 @@ DELETE_BATCH = 1000  # ids per delete_many filter (below the server's QUERY_MAXI
 FETCH_BATCH = 1000
 RETRY_DELAYS = (0.25, 0.5, 1.0)  # backoff between retries of failed objects; bounded
 ITERATOR_PAGE = 2000
-FRESH_INDEX_ATTEMPTS = 5  # reads of a collection created a moment ago by another process (see chunk_index)
+FRESH_INDEX_ATTEMPTS = 5  # reads of a collection created a moment ago by another process (_once_index_loaded)
+T = TypeVar("T")
 
 # name -> (data type name, tokenization or None, searchable, filterable)
 CORE_PROPERTIES: dict[str, tuple[str, str | None, bool, bool]] = {
@@ -105,6 +106,19 @@ def _store_errors(what: str) -> Iterator[None]:
         if _is_weaviate_error(e) or type(e).__module__.startswith(("grpc", "httpx", "weaviate")):
             raise StoreError(f"Weaviate {what} failed: {e}") from e
         raise
+
+
+def _once_index_loaded(read: Callable[[], T]) -> T:
+    """``read()``, retried while Weaviate says the collection's index does not exist yet: a collection another
+    process has just created is in the schema a moment before its index is loaded."""
+    for attempt in range(1, FRESH_INDEX_ATTEMPTS):
+        try:
+            return read()
+        except StoreError as e:
+            if "non-existing index" not in str(e):
+                raise
+            time.sleep(0.2 * attempt)
+    return read()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -410,27 +424,24 @@ class WeaviateStore:
         """chunk_id -> document_id of every object (cursor API; {} when the collection does not exist)."""
         if not self.exists(strategy):
             return {}
-        for attempt in range(1, FRESH_INDEX_ATTEMPTS + 1):
-            out: dict[str, str] = {}
-            try:
-                with _store_errors(f"iterate {self.collection_name(strategy)}"):
-                    for obj in self._collection(strategy).iterator(return_properties=["chunk_id", "document_id"],
-                                                                   cache_size=ITERATOR_PAGE):
-                        out[obj.properties["chunk_id"]] = obj.properties.get("document_id") or ""
-                return out
-            except StoreError as e:
-                # A collection another process has just created is in the schema a moment before its
-                # index is loaded: wait for it rather than fail that process's run.
-                if "non-existing index" not in str(e) or attempt == FRESH_INDEX_ATTEMPTS:
-                    raise
-                time.sleep(0.2 * attempt)
-        raise AssertionError("unreachable")
+
+        def read() -> dict[str, str]:
+            with _store_errors(f"iterate {self.collection_name(strategy)}"):
+                return {obj.properties["chunk_id"]: obj.properties.get("document_id") or ""
+                        for obj in self._collection(strategy).iterator(
+                            return_properties=["chunk_id", "document_id"], cache_size=ITERATOR_PAGE)}
+
+        return _once_index_loaded(read)
 
     def count(self, strategy: str) -> int:
         if not self.exists(strategy):
             return 0
-        with _store_errors(f"count {self.collection_name(strategy)}"):
-            return int(self._collection(strategy).aggregate.over_all(total_count=True).total_count or 0)
+
+        def read() -> int:
+            with _store_errors(f"count {self.collection_name(strategy)}"):
+                return int(self._collection(strategy).aggregate.over_all(total_count=True).total_count or 0)
+
+        return _once_index_loaded(read)
 
     def vector_dimension(self, strategy: str) -> int | None:
         """Length of a stored vector; None when the collection is missing or empty."""
