@@ -62,7 +62,9 @@ def ingest(settings, embedder, documents, graph_too: bool, log) -> dict:
             if graph_too and chunking == "recursive":
                 with Neo4jStore.connect(settings) as graph:
                     started = time.perf_counter()
-                    sync_graph(graph, EntityExtractor(load_nlp(settings.spacy_model)), chunking, chunks, log=log)
+                    nlp = load_nlp(settings.spacy_model, gemm=settings.spacy_gemm)
+                    extractor = EntityExtractor(nlp, n_process=settings.spacy_processes)
+                    sync_graph(graph, extractor, chunking, chunks, log=log)
                     log(f"graph {chunking}: in sync after {time.perf_counter() - started:.1f}s")
     return sizes
 

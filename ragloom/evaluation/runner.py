@@ -132,8 +132,8 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
             from ragloom.stores.neo4j import Neo4jStore
 
             graph = Neo4jStore.connect(eval_settings)
-            nlp = load_nlp(eval_settings.spacy_model)
-            extractor = EntityExtractor(nlp)
+            nlp = load_nlp(eval_settings.spacy_model, gemm=eval_settings.spacy_gemm)
+            extractor = EntityExtractor(nlp, n_process=eval_settings.spacy_processes)
         for chunking in chunkings:
             started = time.perf_counter()
             chunks = _chunker(chunking, embedder).chunk_many(dataset.documents)

@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from multiprocessing import get_all_start_methods, get_context
 from typing import TYPE_CHECKING
 
-from ragloom.extraction.nlp import VerbLemmatizer
+from threadpoolctl import threadpool_limits
+
+from ragloom.errors import ConfigError
+from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse
 from ragloom.extraction.resolution import EntityResolver, KnownEntity, Resolution
 from ragloom.types import Chunk, Entity, Mention, Relation
 
 if TYPE_CHECKING:
     from spacy.language import Language
-    from spacy.tokens import Doc, Token
+    from spacy.tokens import Doc, Span, Token
 
 DEFAULT_ENTITY_TYPES = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW",
                         "LANGUAGE")
 NUMERIC_ENTITY_TYPES = ("DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL")
 COOCCURS = "CO_OCCURS"
+MAX_AUTO_PROCESSES = 4
 _SUBJECT_DEPS = ("nsubj", "nsubjpass")
 _RELATION_TYPE = re.compile(r"[^A-Z0-9_]+")
 
@@ -58,36 +66,64 @@ class _ChunkParse:
 class EntityExtractor:
     """Runs ``nlp.pipe`` over chunk texts in batches and resolves what NER found into entities.
 
-    ``n_process`` > 1 uses spaCy's multiprocessing (one pipeline copy per process).
+    ``n_process`` > 1 forks that many worker processes, each with the loaded pipeline, for batches of at
+    least ``parallel_min_chunks`` chunks (smaller ones are not worth a fork); 0 means one per usable CPU,
+    at most 4. Workers send back only the entity spans and triples of each chunk, not spaCy Docs.
     """
 
     def __init__(self, nlp: Language, *, entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES,
                  resolver: EntityResolver | None = None, batch_size: int = 64, n_process: int = 1,
-                 svo: bool = True, cooccurrence_window: int = 10, max_chars: int = 100_000) -> None:
+                 parallel_min_chunks: int = 256, svo: bool = True, cooccurrence_window: int = 10,
+                 max_chars: int = 100_000) -> None:
+        if n_process < 0:
+            raise ConfigError(f"spaCy processes must be >= 0 (0 = one per CPU), got {n_process}")
         self.nlp = nlp
         self.entity_types = frozenset(entity_types)
         self.resolver = resolver or EntityResolver()
         self.batch_size = batch_size
-        self.n_process = n_process
-        self.svo = svo and "parser" in nlp.pipe_names
+        self.n_process = n_process or min(usable_cpus(), MAX_AUTO_PROCESSES)
+        self.parallel_min_chunks = parallel_min_chunks
+        # The parser runs either in the main pass over whole documents, or (pipelines from load_nlp) later,
+        # on the sentences that name two entities only.
+        self._deferred_parse = deferred_parse(nlp) if svo else []
+        self.svo = svo and ("parser" in nlp.pipe_names or bool(self._deferred_parse))
         # Pairs further apart than this many entities in one sentence are not linked: a sentence listing
         # 40 names would otherwise add 780 edges that say little.
         self.cooccurrence_window = cooccurrence_window
         self.max_chars = max_chars
         self._verb_lemma = VerbLemmatizer(nlp)
 
+    def processes_for(self, n_chunks: int) -> int:
+        """Worker processes an extraction of this many chunks runs in (1: in this process)."""
+        if self.n_process <= 1 or n_chunks < self.parallel_min_chunks or "fork" not in get_all_start_methods():
+            return 1
+        return min(self.n_process, -(-n_chunks // self.batch_size))
+
     def extract(self, chunks: list[Chunk], *, known: Iterable[KnownEntity] = (),
                 log: Log | None = None) -> Extraction:
         """Entities, mentions and relations of these chunks; ``known`` entities keep their ids."""
         started = time.perf_counter()
-        texts = (chunk.text[: self.max_chars] for chunk in chunks)
+        batches = [[(c.chunk_id, c.text[: self.max_chars]) for c in chunks[i: i + self.batch_size]]
+                   for i in range(0, len(chunks), self.batch_size)]
+        processes = self.processes_for(len(chunks))
         parses: list[_ChunkParse] = []
         report_every = max(500, len(chunks) // 10)
-        for i, (chunk, doc) in enumerate(zip(chunks, self.nlp.pipe(texts, batch_size=self.batch_size,
-                                                                     n_process=self.n_process), strict=True)):
-            parses.append(self._parse(chunk.chunk_id, doc))
-            if log and (i + 1) % report_every == 0:
-                log(f"extraction: {i + 1}/{len(chunks)} chunks ({time.perf_counter() - started:.1f}s)")
+        reported = 0
+        with ExitStack() as stack:
+            if processes > 1:
+                # fork: the workers inherit the loaded pipeline instead of unpickling one each.
+                pool = stack.enter_context(ProcessPoolExecutor(processes, mp_context=get_context("fork"),
+                                                               initializer=_adopt, initargs=(self,)))
+                results = pool.map(_parse_in_worker, batches)
+            else:
+                stack.enter_context(_one_blas_thread())
+                results = map(self._parse_batch, batches)
+            for batch in results:
+                parses.extend(batch)
+                if log and len(parses) - reported >= report_every:
+                    reported = len(parses)
+                    log(f"extraction: {reported}/{len(chunks)} chunks ({time.perf_counter() - started:.1f}s, "
+                        f"{processes} process{'es' if processes > 1 else ''})")
 
         surfaces: Counter[tuple[str, str]] = Counter()
         for parse in parses:
@@ -100,28 +136,52 @@ class EntityExtractor:
                           merge_ratio=resolution.merge_ratio, chunks=len(chunks),
                           seconds=time.perf_counter() - started)
 
-    def _parse(self, chunk_id: str, doc: Doc) -> _ChunkParse:
+    def _parse_batch(self, items: list[tuple[str, str]]) -> list[_ChunkParse]:
+        """Entity spans (with their sentence) and SVO triples of (chunk id, text) pairs."""
+        parses: list[_ChunkParse] = []
+        token_spans: list[dict[int, int]] = []
+        to_parse: list[tuple[int, Span]] = []  # (index in parses, sentence naming two or more entities)
+        for (chunk_id, _), doc in zip(items, self.nlp.pipe((text for _, text in items),
+                                                            batch_size=self.batch_size), strict=True):
+            parse, token_span, sentences = self._entities(chunk_id, doc)
+            if self.svo and token_span:
+                if self._deferred_parse:
+                    per_sentence = Counter(span.sentence for span in parse.spans)
+                    to_parse.extend((len(parses), sentences[i]) for i, n in per_sentence.items() if n > 1)
+                else:
+                    parse.triples = self._triples(doc, token_span)
+            parses.append(parse)
+            token_spans.append(token_span)
+        if to_parse:
+            docs: Iterable[Doc] = (_tokens_only(sentence) for _, sentence in to_parse)
+            for _, component in self._deferred_parse:
+                docs = component.pipe(docs, batch_size=self.batch_size)
+            for (i, sentence), doc in zip(to_parse, docs, strict=True):
+                parses[i].triples.extend(self._triples(doc, token_spans[i], offset=sentence.start))
+        return parses
+
+    def _entities(self, chunk_id: str, doc: Doc) -> tuple[_ChunkParse, dict[int, int], list[Span]]:
         spans: list[_Span] = []
         token_span: dict[int, int] = {}  # token index -> span index, for SVO
-        sentence_starts = [s.start for s in doc.sents] if doc.has_annotation("SENT_START") else [0]
+        sentences = list(doc.sents) if doc.has_annotation("SENT_START") else [doc[:]]
         sentence = 0
         for ent in doc.ents:
             if ent.label_ not in self.entity_types or not ent.text.strip():
                 continue
-            while sentence + 1 < len(sentence_starts) and sentence_starts[sentence + 1] <= ent.start:
+            while sentence + 1 < len(sentences) and sentences[sentence + 1].start <= ent.start:
                 sentence += 1
             for t in range(ent.start, ent.end):
                 token_span[t] = len(spans)
             spans.append(_Span(ent.label_, ent.text, sentence))
-        triples = self._triples(doc, token_span) if self.svo and token_span else []
-        return _ChunkParse(chunk_id, spans, triples)
+        return _ChunkParse(chunk_id, spans, []), token_span, sentences
 
-    def _triples(self, doc: Doc, token_span: dict[int, int]) -> list[tuple[int, str, int]]:
+    def _triples(self, doc: Doc, token_span: dict[int, int], offset: int = 0) -> list[tuple[int, str, int]]:
         """(subject, VERB[_PREP], object) where both ends are entities: dobj, passive agent, and prepositional
-        objects of the verb, with their conjuncts ("founded X and Y")."""
+        objects of the verb, with their conjuncts ("founded X and Y"). ``doc`` may be one sentence of the
+        chunk, starting at token ``offset``."""
         triples = []
         for token in doc:
-            if token.dep_ not in _SUBJECT_DEPS or token.i not in token_span:
+            if token.dep_ not in _SUBJECT_DEPS or token.i + offset not in token_span:
                 continue
             verb = token.head
             if verb.i == token.i:
@@ -145,7 +205,7 @@ class EntityExtractor:
                     continue
                 for s in subjects:
                     for o in objects:
-                        a, b = token_span.get(s), token_span.get(o.i)
+                        a, b = token_span.get(s + offset), token_span.get(o.i + offset)
                         if a is None or b is None or a == b:
                             continue
                         triples.append((b, rel_type, a) if reverse else (a, rel_type, b))
@@ -174,6 +234,43 @@ class EntityExtractor:
                     weights[(a, b, rel_type)] += 1
             relations.extend(Relation(a, b, t, parse.chunk_id, n) for (a, b, t), n in sorted(weights.items()))
         return mentions, relations
+
+
+# The extractor a forked worker process inherited (set by the pool's initializer).
+_worker_extractor: EntityExtractor | None = None
+
+
+def _adopt(extractor: EntityExtractor) -> None:
+    global _worker_extractor
+    _worker_extractor = extractor
+    _one_blas_thread()  # for the worker's lifetime
+
+
+def _one_blas_thread() -> threadpool_limits:
+    """spaCy's matrices are small: one BLAS thread per process is fastest, and the processes are the
+    parallelism. Also a context manager that restores the previous limits."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _parse_in_worker(items: list[tuple[str, str]]) -> list[_ChunkParse]:
+    assert _worker_extractor is not None, "worker process started without an extractor"
+    return _worker_extractor._parse_batch(items)
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _tokens_only(sentence: Span) -> Doc:
+    """A new Doc with the sentence's tokens and nothing else (cheaper than ``Span.as_doc``, which also
+    copies annotations and computes a vector)."""
+    from spacy.tokens import Doc
+
+    return Doc(sentence.doc.vocab, words=[t.text for t in sentence],
+               spaces=[bool(t.whitespace_) for t in sentence])
 
 
 def _with_conjuncts(token: Token) -> list[Token]:

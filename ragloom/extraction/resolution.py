@@ -162,6 +162,12 @@ def _compatible(a: str, b: str, min_token_length: int, entity_type: str = "") ->
     return len(ta) >= (3 if entity_type == "PERSON" else 2)
 
 
+def _add_head(heads: dict[str, tuple[list[str], list[str]]], key: str, entity_id: str) -> None:
+    keys, ids = heads[key[0]]
+    keys.append(key)
+    ids.append(entity_id)
+
+
 class EntityResolver:
     """Merges surface forms into canonical entities: exact on the normalized name, then fuzzy within a type.
 
@@ -203,8 +209,12 @@ class EntityResolver:
 
     def _resolve_type(self, etype: str, groups: dict[str, Counter[str]], known: dict[str, str],
                       canonical: dict[str, str], result: Resolution) -> None:
-        heads: list[str] = list(known)  # keys new forms may merge onto
-        head_ids: list[str] = [known[k] for k in heads]
+        # Keys new forms may merge onto, with their entity ids, by first character: names _compatible
+        # accepts always share it, so fuzzy matching looks at one block instead of every name of the type.
+        heads: dict[str, tuple[list[str], list[str]]] = defaultdict(lambda: ([], []))
+        for k, eid in known.items():
+            if k:
+                _add_head(heads, k, eid)
         members: dict[str, Counter[str]] = defaultdict(Counter)  # entity id -> surface counts
         member_keys: dict[str, list[str]] = defaultdict(list)  # entity id -> normalized names merged into it
         head_key: dict[str, str] = {eid: canonical[eid] for eid in set(known.values())}
@@ -222,15 +232,14 @@ class EntityResolver:
                 if eid is not None:
                     result.acronym_merges.append((etype, key, target))
             if eid is None:
-                eid = self._fuzzy_match(etype, key, heads, head_ids)
+                eid = self._fuzzy_match(etype, key, *heads[key[0]])
                 if eid is not None:
                     result.fuzzy_merges.append((etype, key, head_key[eid]))
             if eid is None:
                 eid = make_entity_id(etype, key)
                 if eid not in head_key:
                     head_key[eid] = key
-                    heads.append(key)
-                    head_ids.append(eid)
+                    _add_head(heads, key, eid)
             entity_of_key[key] = eid
             members[eid].update(surfaces)
             member_keys[eid].append(key)

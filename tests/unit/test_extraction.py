@@ -21,7 +21,8 @@ from ragloom.extraction import (
     normalize_name,
     query_entities,
 )
-from ragloom.extraction.nlp import VerbLemmatizer
+from ragloom.extraction.extractor import usable_cpus
+from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse
 from ragloom.extraction.resolution import clean_surface, initials, singular
 from ragloom.types import Chunk
 
@@ -263,18 +264,57 @@ def _chunk(i: int, text: str, document_id: str = "doc") -> Chunk:
 
 
 def test_load_nlp_runs_only_what_extraction_needs(nlp):
-    assert {"ner", "parser"} <= set(nlp.pipe_names)
-    assert not {"tagger", "lemmatizer", "attribute_ruler"} & set(nlp.pipe_names)
+    assert nlp.pipe_names == ["sentencizer", "ner"]
+    # The parser and the tok2vec layer it listens to stay loaded for the sentences worth parsing.
+    assert [name for name, _ in deferred_parse(nlp)] == ["tok2vec", "parser"]
+    assert deferred_parse(load_nlp(lean=False)) == []
 
 
-def test_without_svo_the_sentence_recognizer_replaces_the_parser():
-    fast = load_nlp(svo=False)
-    assert "senter" in fast.pipe_names and "parser" not in fast.pipe_names
-    result = EntityExtractor(fast).extract([_chunk(0, "Microsoft acquired GitHub. Angela Merkel visited Berlin.")])
+def test_without_svo_nothing_is_parsed(nlp):
+    extractor = EntityExtractor(nlp, svo=False)
+    assert not extractor.svo
+    result = extractor.extract([_chunk(0, "Microsoft acquired GitHub. Angela Merkel visited Berlin.")])
     named = {e.entity_id: e.name for e in result.entities}
     pairs = {frozenset((named[r.source_id], named[r.target_id])) for r in result.relations}
     assert pairs == {frozenset(("Microsoft", "GitHub")), frozenset(("Angela Merkel", "Berlin"))}
     assert {r.type for r in result.relations} == {COOCCURS}
+
+
+def _musique_chunks(n: int) -> list[Chunk]:
+    with MUSIQUE.open(encoding="utf-8") as handle:
+        texts = [json.loads(line)["text"] for _, line in zip(range(n), handle, strict=False)]
+    return [_chunk(i, text, document_id=f"d{i}") for i, text in enumerate(texts)]
+
+
+def _triples(result) -> set[tuple[str, str, str, str]]:
+    named = {e.entity_id: e.name for e in result.entities}
+    return {(r.chunk_id, named[r.source_id], r.type, named[r.target_id]) for r in result.relations
+            if r.type != COOCCURS}
+
+
+def test_parsing_only_sentences_with_two_entities_finds_the_triples_a_full_parse_finds(nlp):
+    chunks = _musique_chunks(200)
+    lean = _triples(EntityExtractor(nlp).extract(chunks))
+    full = _triples(EntityExtractor(load_nlp(lean=False)).extract(chunks))
+    assert len(full) > 20
+    # Sentence boundaries come from a rule instead of the parser, so a triple or two may differ.
+    assert len(lean & full) / len(lean | full) >= 0.9
+
+
+def test_worker_processes_extract_exactly_what_one_process_does(nlp):
+    chunks = _musique_chunks(48)
+    parallel = EntityExtractor(nlp, n_process=2, batch_size=8, parallel_min_chunks=16)
+    assert parallel.processes_for(len(chunks)) == 2 and parallel.processes_for(15) == 1
+    got = parallel.extract(chunks)
+    want = EntityExtractor(nlp, batch_size=8).extract(chunks)
+    assert (got.entities, got.mentions, got.relations) == (want.entities, want.mentions, want.relations)
+    assert got.mentions and _triples(got)
+
+
+def test_process_count_zero_means_one_per_cpu(nlp):
+    assert EntityExtractor(nlp, n_process=0).n_process == min(usable_cpus(), 4)
+    with pytest.raises(ConfigError, match="processes"):
+        EntityExtractor(nlp, n_process=-1)
 
 
 def test_load_nlp_unknown_model_is_a_config_error():

@@ -24,8 +24,11 @@ def test_defaults_and_overrides(env, tmp_path):
     assert s.artifacts_dir == tmp_path / "artifacts" and s.resolved_uploads_dir == tmp_path / "uploads"
     env.setenv("RAGLOOM_STRATEGIES", "recursive, headered")
     env.setenv("RAGLOOM_NEO4J_BOLT_PORT", "7777")
+    assert s.spacy_processes == 0  # one per CPU
+    env.setenv("RAGLOOM_SPACY_PROCESSES", "3")
     s = Settings.from_env()
     assert s.strategies == ("recursive", "headered") and s.resolved_neo4j_uri == "bolt://127.0.0.1:7777"
+    assert s.spacy_processes == 3
 
 
 @pytest.mark.parametrize("name,value,needle", [
@@ -33,6 +36,7 @@ def test_defaults_and_overrides(env, tmp_path):
     ("RAGLOOM_STRATEGIES", "recursive,magic", "magic"),
     ("RAGLOOM_GRAPH_STRATEGIES", "semantic,bogus", "bogus"),
     ("RAGLOOM_EMBED_BACKEND", "tpu", "RAGLOOM_EMBED_BACKEND"),
+    ("RAGLOOM_SPACY_PROCESSES", "-2", "RAGLOOM_SPACY_PROCESSES"),
 ])
 def test_invalid_values_name_the_setting(env, name, value, needle):
     env.setenv(name, value)
