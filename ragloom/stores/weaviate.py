@@ -230,6 +230,10 @@ def coerce(value: Any, data_type: str) -> Any:
 # ---------------------------------------------------------------------------------------------------
 
 
+class _RequestFailed(Exception):
+    """An insert request failed as a whole (no per-object errors): the server or the network is down."""
+
+
 @dataclass
 class WriteResult:
     """What a write did: objects written, and chunk id -> error for those that failed after retries."""
@@ -485,17 +489,26 @@ class WeaviateStore:
         invalid = _invalid_vectors(vectors)
         pending = [i for i in range(len(objects)) if i not in invalid]
         errors: dict[int, str] = {}
+        unreachable = ""  # a whole request failed (server down, network): not the objects' fault
         collection = self.client.collections.use(name)
         for attempt in range(len(RETRY_DELAYS) + 1):
             if attempt:
                 time.sleep(RETRY_DELAYS[attempt - 1])
-            errors = {}
+            errors, unreachable = {}, ""
             for begin in range(0, len(pending), INSERT_BATCH):
                 part = pending[begin:begin + INSERT_BATCH]
-                errors.update(self._insert(collection, [objects[i] for i in part], part))
+                try:
+                    errors.update(self._insert(collection, [objects[i] for i in part], part))
+                except _RequestFailed as e:
+                    unreachable = str(e)
+                    errors.update(dict.fromkeys(part, unreachable))
             pending = sorted(errors)
             if not pending:
                 break
+        if unreachable:
+            # An outage fails the run now, loudly, instead of recording every later batch as failed objects.
+            raise StoreError(f"Weaviate: writing to {name} failed after {len(RETRY_DELAYS) + 1} attempts: "
+                             f"{unreachable}")
         failed = {chunks[i].chunk_id: msg for i, msg in sorted({**invalid, **errors}.items())}
         return WriteResult(written=len(chunks) - len(failed), failed=failed)
 
@@ -516,7 +529,7 @@ class WeaviateStore:
             return errors
         except Exception as e:
             if _is_weaviate_error(e) or type(e).__module__.startswith(("grpc", "weaviate")):
-                return dict.fromkeys(indexes, f"{type(e).__name__}: {e}")  # the whole request failed: retry all
+                raise _RequestFailed(f"{type(e).__name__}: {e}") from e  # the whole request failed: retry all
             raise
         return {indexes[i]: err.message for i, err in result.errors.items()}
 
