@@ -98,7 +98,8 @@ def main() -> None:
     n_process = settings.spacy_processes if args.n_process is None else args.n_process
     extractor = EntityExtractor(nlp, n_process=n_process, batch_size=args.batch_size, svo=not args.no_svo)
     print(f"{len(chunks)} MuSiQue paragraphs as chunks; spaCy {nlp.meta.get('name')} {nlp.meta.get('version')} "
-          f"running {nlp.pipe_names}, {gemm} gemm; {extractor.processes_for(len(chunks))} extraction processes; "
+          f"running {nlp.pipe_names}, {gemm} gemm; {extractor.processes_for(len(chunks))} extraction processes, "
+          f"{extractor.waves_for(len(chunks))} waves; "
           f"{os.cpu_count()} CPUs; "
           f"load average {os.getloadavg()[0]:.1f}")
     extractor.extract(chunks[:20])  # warm-up: first batches pay one-off allocation costs
@@ -111,8 +112,9 @@ def main() -> None:
                 report = sync_graph(store, extractor, STRATEGY, chunks)
                 stats = store.stats(top=5)
                 runs.append((report, stats))
-                print(f"  run {i + 1}: extraction {report.extract_seconds:.1f}s, writes {report.write_seconds:.1f}s, "
-                      f"total {report.seconds:.1f}s")
+                print(f"  run {i + 1}: waiting on extraction {report.extract_seconds:.1f}s, on writes "
+                      f"{report.write_seconds:.1f}s (write work {report.write_work_seconds:.1f}s), "
+                      f"sync total {report.seconds:.1f}s")
                 if i < args.repeats - 1:
                     store.clear()
             # Incremental upkeep: a tenth of the documents removed and re-added (new chunk ids).
@@ -129,26 +131,34 @@ def main() -> None:
             store.clear()
     extraction_baseline = baseline_extraction(chunks[: args.baseline_sample], args.model) \
         if args.baseline_sample else None
+    started = time.perf_counter()
+    extractor.extract(chunks)  # ours without the writes, all in one wave
+    ours_extraction = rate(len(chunks), time.perf_counter() - started)
 
     extract_s = statistics.median(r.extract_seconds for r, _ in runs)
     write_s = statistics.median(r.write_seconds for r, _ in runs)
+    work_s = statistics.median(r.write_work_seconds for r, _ in runs)
     total_s = statistics.median(r.extract_seconds + r.write_seconds for r, _ in runs)
     report, stats = runs[-1]
     n = len(chunks)
-    share = write_s / (extract_s + write_s)
+    share = statistics.median(r.write_seconds / (r.extract_seconds + r.write_seconds) for r, _ in runs)
+    work_share = statistics.median(r.write_work_seconds / (r.extract_seconds + r.write_seconds) for r, _ in runs)
     print()
-    print(f"median of {len(runs)} runs, {n} chunks")
-    print(f"  extraction        {rate(n, extract_s):8.1f} chunks/s ({extract_s:.1f}s)")
-    print(f"  neo4j writes      {rate(n, write_s):8.1f} chunks/s ({write_s:.1f}s)")
-    print(f"  extraction+write  {rate(n, total_s):8.1f} chunks/s   target >= 100: "
+    print(f"median of {len(runs)} runs, {n} chunks (total = waiting on extraction + waiting on writes)")
+    print(f"  waiting on extraction  {extract_s:6.1f}s")
+    print(f"  neo4j write work       {work_s:6.1f}s = {rate(n, work_s):.1f} chunks/s; {write_s:.1f}s of it not "
+          f"overlapped with extraction")
+    print(f"  extraction+write       {rate(n, total_s):6.1f} chunks/s ({total_s:.1f}s)   target >= 100: "
           f"{'met' if rate(n, total_s) >= 100 else 'NOT met'}")
-    print(f"  write share       {share:8.1%}             target <= 20%: {'met' if share <= 0.20 else 'NOT met'}")
+    print(f"  write share            {share:6.1%} of the total spent only writing   target <= 20%: "
+          f"{'met' if share <= 0.20 else 'NOT met'}  (all write work, overlapped or not: {work_share:.1%})")
     if extraction_baseline is not None:
         sample_n = min(args.baseline_sample, n)
         print(f"  baseline extraction, spaCy as shipped, 1 process ({sample_n} chunks): "
-              f"{extraction_baseline:.1f} chunks/s -> ours x{rate(n, extract_s) / extraction_baseline:.2f}")
+              f"{extraction_baseline:.1f} chunks/s -> ours alone ({ours_extraction:.1f} chunks/s) "
+              f"x{ours_extraction / extraction_baseline:.2f}")
         print(f"  baseline writes, one transaction set per chunk ({sample_n} chunks): {write_baseline:.1f} chunks/s "
-              f"-> batched x{rate(n, write_s) / write_baseline:.2f}")
+              f"-> batched x{rate(n, work_s) / write_baseline:.2f}")
     print(f"incremental: removing {removal.chunks_removed} documents took {removal.seconds:.1f}s "
           f"({removal.relations_deleted} relations, {removal.entities_deleted} entities deleted); re-adding them "
           f"{readd.seconds:.1f}s ({readd.extract_seconds:.1f}s extraction, {readd.write_seconds:.1f}s writes)")

@@ -6,9 +6,9 @@ import os
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from multiprocessing import get_all_start_methods, get_context
 from typing import TYPE_CHECKING
@@ -29,6 +29,10 @@ DEFAULT_ENTITY_TYPES = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT",
 NUMERIC_ENTITY_TYPES = ("DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL")
 COOCCURS = "CO_OCCURS"
 MAX_AUTO_PROCESSES = 4
+# extract_waves: waves of at least this many chunks, at most this many waves (resolution re-reads every
+# known entity per wave).
+MIN_WAVE_CHUNKS = 400
+MAX_WAVES = 8
 _SUBJECT_DEPS = ("nsubj", "nsubjpass")
 _RELATION_TYPE = re.compile(r"[^A-Z0-9_]+")
 
@@ -45,8 +49,10 @@ class Extraction:
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)  # entity id -> normalized names, canonical first
     surface_forms: int = 0
     merge_ratio: float = 0.0
+    forms: set[tuple[str, str]] = field(default_factory=set)  # the (type, surface form) pairs resolved
     chunks: int = 0
-    seconds: float = 0.0
+    chunk_ids: list[str] = field(default_factory=list)  # the chunks this extraction covers
+    seconds: float = 0.0  # time spent producing it (for a wave: from the caller's request to the yield)
 
 
 @dataclass
@@ -73,8 +79,8 @@ class EntityExtractor:
 
     def __init__(self, nlp: Language, *, entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES,
                  resolver: EntityResolver | None = None, batch_size: int = 64, n_process: int = 1,
-                 parallel_min_chunks: int = 256, svo: bool = True, cooccurrence_window: int = 10,
-                 max_chars: int = 100_000) -> None:
+                 parallel_min_chunks: int = 256, min_wave_chunks: int = MIN_WAVE_CHUNKS, svo: bool = True,
+                 cooccurrence_window: int = 10, max_chars: int = 100_000) -> None:
         if n_process < 0:
             raise ConfigError(f"spaCy processes must be >= 0 (0 = one per CPU), got {n_process}")
         self.nlp = nlp
@@ -83,6 +89,7 @@ class EntityExtractor:
         self.batch_size = batch_size
         self.n_process = n_process or min(usable_cpus(), MAX_AUTO_PROCESSES)
         self.parallel_min_chunks = parallel_min_chunks
+        self.min_wave_chunks = max(1, min_wave_chunks)
         # The parser runs either in the main pass over whole documents, or (pipelines from load_nlp) later,
         # on the sentences that name two entities only.
         self._deferred_parse = deferred_parse(nlp) if svo else []
@@ -99,32 +106,71 @@ class EntityExtractor:
             return 1
         return min(self.n_process, -(-n_chunks // self.batch_size))
 
+    def waves_for(self, n_chunks: int) -> int:
+        """How many waves ``extract_waves`` cuts this many chunks into: one unless worker processes run."""
+        if self.processes_for(n_chunks) == 1:
+            return 1
+        return max(1, min(MAX_WAVES, n_chunks // self.min_wave_chunks))
+
     def extract(self, chunks: list[Chunk], *, known: Iterable[KnownEntity] = (),
                 log: Log | None = None) -> Extraction:
-        """Entities, mentions and relations of these chunks; ``known`` entities keep their ids."""
+        """Entities, mentions and relations of these chunks, resolved together; ``known`` entities keep their ids."""
+        with closing(self._waves(chunks, known, 1, log)) as waves:
+            return next(waves)
+
+    def extract_waves(self, chunks: list[Chunk], *, known: Iterable[KnownEntity] = (),
+                      log: Log | None = None) -> Iterator[Extraction]:
+        """The extraction of ``chunks`` in consecutive waves (``waves_for``), each resolved against ``known``
+        and the entities of the waves before it, as an incremental ingest would.
+
+        The worker processes go on parsing the next waves while the caller stores the one just yielded, and
+        a wave once stored stays done if a later one fails. Close the iterator (``contextlib.closing``) when
+        stopping early: that stops the workers.
+        """
+        return self._waves(chunks, known, self.waves_for(len(chunks)), log)
+
+    def _waves(self, chunks: list[Chunk], known: Iterable[KnownEntity], n_waves: int,
+               log: Log | None) -> Iterator[Extraction]:
         started = time.perf_counter()
-        batches = [[(c.chunk_id, c.text[: self.max_chars]) for c in chunks[i: i + self.batch_size]]
-                   for i in range(0, len(chunks), self.batch_size)]
+        size = max(1, -(-len(chunks) // n_waves))
+        waves = [chunks[i: i + size] for i in range(0, len(chunks), size)] or [[]]
+        batches = [[(c.chunk_id, c.text[: self.max_chars]) for c in wave[i: i + self.batch_size]]
+                   for wave in waves for i in range(0, len(wave), self.batch_size)]
         processes = self.processes_for(len(chunks))
-        parses: list[_ChunkParse] = []
+        known_by_id = {k.entity_id: k for k in known}
         report_every = max(500, len(chunks) // 10)
-        reported = 0
+        done = reported = 0
         with ExitStack() as stack:
             if processes > 1:
                 # fork: the workers inherit the loaded pipeline instead of unpickling one each.
-                pool = stack.enter_context(ProcessPoolExecutor(processes, mp_context=get_context("fork"),
-                                                               initializer=_adopt, initargs=(self,)))
+                pool = ProcessPoolExecutor(processes, mp_context=get_context("fork"), initializer=_adopt,
+                                           initargs=(self,))
+                stack.callback(pool.shutdown, wait=True, cancel_futures=True)
                 results = pool.map(_parse_in_worker, batches)
             else:
                 stack.enter_context(_one_blas_thread())
                 results = map(self._parse_batch, batches)
-            for batch in results:
-                parses.extend(batch)
-                if log and len(parses) - reported >= report_every:
-                    reported = len(parses)
-                    log(f"extraction: {reported}/{len(chunks)} chunks ({time.perf_counter() - started:.1f}s, "
-                        f"{processes} process{'es' if processes > 1 else ''})")
+            for wave in waves:
+                resumed = time.perf_counter()
+                parses: list[_ChunkParse] = []
+                while len(parses) < len(wave):
+                    parses.extend(next(results))
+                    if log and done + len(parses) - reported >= report_every:
+                        reported = done + len(parses)
+                        log(f"extraction: {reported}/{len(chunks)} chunks ({time.perf_counter() - started:.1f}s, "
+                            f"{processes} process{'es' if processes > 1 else ''})")
+                done += len(wave)
+                extraction = self._resolve(parses, known_by_id.values())
+                extraction.chunk_ids = [c.chunk_id for c in wave]
+                extraction.seconds = time.perf_counter() - resumed
+                for entity in extraction.entities:
+                    previous = known_by_id.get(entity.entity_id)
+                    keys = extraction.keys.get(entity.entity_id, ())
+                    merged = tuple(dict.fromkeys([*previous.keys, *keys])) if previous else keys
+                    known_by_id[entity.entity_id] = KnownEntity(entity.entity_id, entity.type, merged)
+                yield extraction
 
+    def _resolve(self, parses: list[_ChunkParse], known: Iterable[KnownEntity]) -> Extraction:
         surfaces: Counter[tuple[str, str]] = Counter()
         for parse in parses:
             for span in parse.spans:
@@ -133,8 +179,7 @@ class EntityExtractor:
         mentions, relations = self._link(parses, resolution)
         return Extraction(entities=list(resolution.entities.values()), mentions=mentions, relations=relations,
                           keys=resolution.keys, surface_forms=resolution.surface_forms,
-                          merge_ratio=resolution.merge_ratio, chunks=len(chunks),
-                          seconds=time.perf_counter() - started)
+                          merge_ratio=resolution.merge_ratio, forms=set(resolution.entity_of), chunks=len(parses))
 
     def _parse_batch(self, items: list[tuple[str, str]]) -> list[_ChunkParse]:
         """Entity spans (with their sentence) and SVO triples of (chunk id, text) pairs."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragloom.errors import ConfigError
+from ragloom.errors import ConfigError, StoreError
 from ragloom.extraction import EntityExtractor, load_nlp
 from ragloom.indexing.graph import sync_graph
 from ragloom.stores.neo4j import Neo4jStore
@@ -227,3 +227,52 @@ def test_hostile_text_is_data(store, extractor, corpus, neo4j_driver, namespace)
 def test_chunks_of_another_strategy_are_refused(store, extractor, corpus):
     with pytest.raises(ConfigError, match="strategy"):
         sync_graph(store, extractor, "headered", everything(corpus))
+
+
+def musique_chunks(n: int) -> list[Chunk]:
+    with MUSIQUE.open(encoding="utf-8") as handle:
+        rows = [json.loads(line) for _, line in zip(range(n), handle, strict=False)]
+    return [c for r in rows for c in make_chunks(r["_id"], [r["text"]])]
+
+
+class FailingSecondWave(Neo4jStore):
+    """Dies on the second wave's write, like a Neo4j outage in the middle of a long ingest."""
+
+    writes = 0
+
+    def write_extraction(self, extraction, chunk_ids):
+        self.writes += 1
+        if self.writes == 2:
+            raise StoreError("neo4j (write): injected outage")
+        return super().write_extraction(extraction, chunk_ids)
+
+
+def test_waves_are_written_while_workers_extract_and_a_failed_wave_resumes(store, neo4j_driver, namespace):
+    chunks = musique_chunks(60)
+    waving = EntityExtractor(load_nlp(), n_process=2, batch_size=8, parallel_min_chunks=16, min_wave_chunks=20)
+    assert waving.waves_for(len(chunks)) == 3
+
+    failing = FailingSecondWave(neo4j_driver, namespace)
+    with pytest.raises(StoreError, match="injected outage"):
+        sync_graph(failing, waving, STRATEGY, chunks)
+    states = store.chunk_states(STRATEGY)
+    assert sum(extracted for _, extracted in states.values()) == 20  # the first wave stayed done
+
+    report = sync_graph(store, waving, STRATEGY, chunks)
+    assert report.chunks_added == 40 and report.write_work_seconds >= report.write_seconds > 0
+    graph = snapshot(neo4j_driver, namespace)
+    assert_consistent(graph, chunks)
+    assert all(extracted for _, extracted in store.chunk_states(STRATEGY).values())
+    assert store.dangling_mentions() == 0 and store.empty_entity_names() == 0
+
+    fresh = Neo4jStore(neo4j_driver, namespace + "_waves")
+    try:
+        whole = sync_graph(fresh, waving, STRATEGY, chunks)
+        waved = snapshot(neo4j_driver, fresh.namespace)
+        assert (whole.entities, whole.mentions, whole.relations) == \
+            (len(waved["entities"]), len(waved["mentions"]), len(waved["relations"]))
+        assert_consistent(waved, chunks)
+        again = sync_graph(fresh, waving, STRATEGY, chunks)
+        assert not again.changed and snapshot(neo4j_driver, fresh.namespace) == waved
+    finally:
+        fresh.clear()

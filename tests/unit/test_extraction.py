@@ -311,6 +311,31 @@ def test_worker_processes_extract_exactly_what_one_process_does(nlp):
     assert got.mentions and _triples(got)
 
 
+def test_waves_cover_every_chunk_once_and_later_waves_reuse_earlier_entities(nlp):
+    chunks = _musique_chunks(48)
+    extractor = EntityExtractor(nlp, n_process=2, batch_size=8, parallel_min_chunks=16, min_wave_chunks=16)
+    assert extractor.waves_for(48) == 3 and EntityExtractor(nlp, min_wave_chunks=16).waves_for(48) == 1
+    waves = list(extractor.extract_waves(chunks))
+    assert [len(w.chunk_ids) for w in waves] == [16, 16, 16]
+    assert [cid for w in waves for cid in w.chunk_ids] == [c.chunk_id for c in chunks]
+    ids_by_key: dict[tuple[str, str], set[str]] = {}
+    for wave in waves:
+        assert {m.chunk_id for m in wave.mentions} <= set(wave.chunk_ids)
+        for entity in wave.entities:
+            ids_by_key.setdefault((entity.type, wave.keys[entity.entity_id][0]), set()).add(entity.entity_id)
+    assert all(len(ids) == 1 for ids in ids_by_key.values())  # one name, one entity, whichever wave saw it
+    in_waves = Counter(e.entity_id for w in waves for e in w.entities)
+    assert max(in_waves.values()) >= 2  # some entity recurs across waves
+    # Every entity span of a chunk is counted once, in waves or in one pass.
+    per_chunk: Counter[str] = Counter()
+    for m in (m for w in waves for m in w.mentions):
+        per_chunk[m.chunk_id] += m.count
+    whole: Counter[str] = Counter()
+    for m in EntityExtractor(nlp).extract(chunks).mentions:
+        whole[m.chunk_id] += m.count
+    assert per_chunk == whole
+
+
 def test_process_count_zero_means_one_per_cpu(nlp):
     assert EntityExtractor(nlp, n_process=0).n_process == min(usable_cpus(), 4)
     with pytest.raises(ConfigError, match="processes"):
