@@ -35,6 +35,8 @@ class GraphSyncReport:
     relations_deleted: int = 0
     entities_deleted: int = 0
     documents_deleted: int = 0
+    extraction_processes: int = 0  # spaCy processes the extraction ran in (1: in the run's own process)
+    waves: int = 0  # extraction waves written one after the other
     extract_seconds: float = 0.0  # waiting for extraction (parsing and resolution)
     write_seconds: float = 0.0  # waiting for Neo4j writes: the part of the write work extraction did not hide
     write_work_seconds: float = 0.0  # all Neo4j write time, overlapped with extraction or not
@@ -97,6 +99,7 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     entity_ids: set[str] = set()
     relation_keys: set[tuple[str, str, str]] = set()
     forms: set[tuple[str, str]] = set()
+    report.extraction_processes = extractor.processes_for(len(new_chunks))
     waves = extractor.extract_waves(new_chunks, known=store.known_entities(), log=log)
     # One writer thread stores wave k while the extractor's worker processes parse wave k+1. Waves are written
     # in order, so the mentions of a wave find the entities earlier waves created; a failed write stops the
@@ -104,6 +107,7 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     with closing(waves), ThreadPoolExecutor(max_workers=1, thread_name_prefix="neo4j-write") as writer:
         pending: Future[float] | None = None
         for extraction in waves:
+            report.waves += 1
             report.extract_seconds += extraction.seconds
             forms |= extraction.forms
             entity_ids.update(e.entity_id for e in extraction.entities)

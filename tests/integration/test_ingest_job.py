@@ -6,7 +6,10 @@ Run, re-run (nothing written), edit one document (only it is re-chunked and re-w
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +28,7 @@ from resources import (
 )
 
 
-def _defs(settings: Settings, namespace: str, tmp_path, docs_dir):
+def _defs(settings: Settings, namespace: str, tmp_path, docs_dir, nlp: NlpResource | None = None):
     artifacts = ArtifactStore(base_dir=str(tmp_path / "artifacts"))
     resources = {
         "corpus": CorpusResource(docs_dir=str(docs_dir), uploads_dir=str(tmp_path / "uploads")),
@@ -34,7 +37,7 @@ def _defs(settings: Settings, namespace: str, tmp_path, docs_dir):
         "weaviate": WeaviateResource(collection_prefix=namespace, api_key=settings.weaviate_api_key),
         "neo4j": Neo4jResource(namespace=namespace, password=settings.neo4j_password),
         "embedder": EmbedderResource(),
-        "nlp": NlpResource(),
+        "nlp": nlp or NlpResource(),
     }
     return build_defs(settings, resources)
 
@@ -93,6 +96,36 @@ def test_ingest_rerun_edit_delete(settings, weaviate_client, neo4j_driver, names
             assert "docs/company/teams.md" not in set(wv.chunk_index(strategy).values())
             assert removed[f"vectors_{strategy}"]["deleted"] > 0
         assert not [c for c in graph.chunk_ids("recursive") if c not in set(wv.chunk_index("recursive"))]
+    finally:
+        wv.drop_collections()
+        graph.clear()
+
+
+MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / "corpus.jsonl"
+
+
+def test_graph_asset_extracts_in_worker_processes_inside_a_run(settings, weaviate_client, neo4j_driver, namespace,
+                                                                 tmp_path):
+    """The graph asset forks spaCy workers from a run process that holds open Weaviate and Neo4j clients."""
+    docs = tmp_path / "musique"
+    docs.mkdir()
+    with MUSIQUE.open(encoding="utf-8") as handle:
+        for _, line in zip(range(300), handle, strict=False):
+            row = json.loads(line)
+            (docs / f"{row['_id']}.txt").write_text(row["text"], encoding="utf-8")
+    recursive_only = dataclasses.replace(settings, strategies=("recursive",), graph_strategies=("recursive",))
+    defs = _defs(recursive_only, namespace, tmp_path, docs, nlp=NlpResource(processes=2))
+    wv = WeaviateStore(weaviate_client, namespace)
+    graph = Neo4jStore(neo4j_driver, namespace)
+    try:
+        first = _run(defs)
+        chunks = first["chunks_recursive"]["chunks"]
+        assert chunks >= 300
+        assert first["graph_recursive"]["chunks_added"] == chunks
+        assert first["graph_recursive"]["extraction_processes"] == 2 and first["graph_recursive"]["waves"] == 1
+        assert graph.stats()["chunks"] == chunks and graph.dangling_mentions() == 0
+        again = _run(defs)
+        assert again["graph_recursive"]["chunks_added"] == 0
     finally:
         wv.drop_collections()
         graph.clear()
