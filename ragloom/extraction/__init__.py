@@ -6,6 +6,7 @@ from ragloom.extraction.extractor import (
     NUMERIC_ENTITY_TYPES,
     EntityExtractor,
     Extraction,
+    extractor_for,
     query_entities,
 )
 from ragloom.extraction.nlp import DISABLED_COMPONENTS, load_nlp
@@ -25,6 +26,7 @@ __all__ = [
     "EntityExtractor",
     "EntityResolver",
     "Extraction",
+    "extractor_for",
     "KnownEntity",
     "Resolution",
     "load_nlp",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections import Counter, defaultdict
@@ -11,18 +10,21 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from multiprocessing import get_all_start_methods, get_context
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from threadpoolctl import threadpool_limits
 
 from ragloom.errors import ConfigError
-from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse
+from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse, load_nlp
 from ragloom.extraction.resolution import EntityResolver, KnownEntity, Resolution
+from ragloom.settings import usable_cpus
 from ragloom.types import Chunk, Entity, Mention, Relation
 
 if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.tokens import Doc, Span, Token
+
+    from ragloom.settings import Settings
 
 DEFAULT_ENTITY_TYPES = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW",
                         "LANGUAGE")
@@ -47,12 +49,13 @@ class Extraction:
     mentions: list[Mention]
     relations: list[Relation]
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)  # entity id -> normalized names, canonical first
-    surface_forms: int = 0
-    merge_ratio: float = 0.0
     forms: set[tuple[str, str]] = field(default_factory=set)  # the (type, surface form) pairs resolved
-    chunks: int = 0
     chunk_ids: list[str] = field(default_factory=list)  # the chunks this extraction covers
     seconds: float = 0.0  # time spent producing it (for a wave: from the caller's request to the yield)
+
+    @property
+    def chunks(self) -> int:
+        return len(self.chunk_ids)
 
 
 @dataclass
@@ -161,7 +164,6 @@ class EntityExtractor:
                             f"{processes} process{'es' if processes > 1 else ''})")
                 done += len(wave)
                 extraction = self._resolve(parses, known_by_id.values())
-                extraction.chunk_ids = [c.chunk_id for c in wave]
                 extraction.seconds = time.perf_counter() - resumed
                 for entity in extraction.entities:
                     previous = known_by_id.get(entity.entity_id)
@@ -178,8 +180,8 @@ class EntityExtractor:
         resolution = self.resolver.resolve(surfaces, known)
         mentions, relations = self._link(parses, resolution)
         return Extraction(entities=list(resolution.entities.values()), mentions=mentions, relations=relations,
-                          keys=resolution.keys, surface_forms=resolution.surface_forms,
-                          merge_ratio=resolution.merge_ratio, forms=set(resolution.entity_of), chunks=len(parses))
+                          keys=resolution.keys, forms=set(resolution.entity_of),
+                          chunk_ids=[parse.chunk_id for parse in parses])
 
     def _parse_batch(self, items: list[tuple[str, str]]) -> list[_ChunkParse]:
         """Entity spans (with their sentence) and SVO triples of (chunk id, text) pairs."""
@@ -281,6 +283,13 @@ class EntityExtractor:
         return mentions, relations
 
 
+def extractor_for(settings: Settings, **options: Any) -> EntityExtractor:
+    """The configured extractor: RAGLOOM_SPACY_MODEL loaded with RAGLOOM_SPACY_GEMM, RAGLOOM_SPACY_PROCESSES
+    workers; ``options`` go to EntityExtractor."""
+    options.setdefault("n_process", settings.spacy_processes)
+    return EntityExtractor(load_nlp(settings.spacy_model, gemm=settings.spacy_gemm), **options)
+
+
 # The extractor a forked worker process inherited (set by the pool's initializer).
 _worker_extractor: EntityExtractor | None = None
 
@@ -300,13 +309,6 @@ def _one_blas_thread() -> threadpool_limits:
 def _parse_in_worker(items: list[tuple[str, str]]) -> list[_ChunkParse]:
     assert _worker_extractor is not None, "worker process started without an extractor"
     return _worker_extractor._parse_batch(items)
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _tokens_only(sentence: Span) -> Doc:

