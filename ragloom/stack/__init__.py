@@ -1,4 +1,5 @@
-"""The local stack: a real Weaviate and a real Neo4j, provisioned into a cache and run on loopback.
+"""The local stack: a real Weaviate and a real Neo4j (and, with ``llm=True``, llama.cpp's llama-server with a
+small GGUF model), provisioned into a cache and run on loopback.
 
 `up` is idempotent: it provisions what is missing, generates credentials once (kept under the data
 directory, mode 0600, unless the environment sets them), starts what is not running and waits until
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ragloom.settings import Settings
-from ragloom.stack import neo4j, weaviate
+from ragloom.stack import llama, neo4j, weaviate
 
 
 def _ensure_secret(path: Path, current: str) -> str:
@@ -27,8 +28,18 @@ def _ensure_secret(path: Path, current: str) -> str:
     return path.read_text().strip()
 
 
-def up(settings: Settings | None = None) -> Settings:
-    """Start both servers (provisioning them first if needed); returns settings with the credentials."""
+def _write_private(path: Path, value: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(value)
+    path.chmod(0o600)
+
+
+def up(settings: Settings | None = None, llm: bool = False) -> Settings:
+    """Start both servers (provisioning them first if needed); returns settings with the credentials.
+
+    ``llm``: also the local llama-server, unless RAGLOOM_LLM_BASE_URL names another endpoint. Its URL, model
+    name and key are left under the stack directory, where ``Settings.from_env`` finds them.
+    """
     settings = settings or Settings.from_env()
     stack = settings.stack_dir
     settings = dataclasses.replace(
@@ -43,13 +54,27 @@ def up(settings: Settings | None = None) -> Settings:
     if not settings.neo4j_uri:
         waited = neo4j.start(settings, settings.neo4j_password)
         print(f"[ragloom stack] neo4j ready ({waited:.1f}s)", flush=True)
+    if llm and not _external_llm(settings):
+        key = _ensure_secret(stack / "llm.api_key", "")
+        waited = llama.start(settings, key)
+        print(f"[ragloom stack] llama-server ready ({waited:.1f}s)", flush=True)
+        _write_private(stack / "llm.model", llama.model_name(settings))
+        _write_private(stack / "llm.base_url", llama.base_url(settings))
+        settings = dataclasses.replace(settings, llm_base_url=llama.base_url(settings),
+                                       llm_model=settings.llm_model or llama.model_name(settings), llm_api_key=key)
     print(f"[ragloom stack] up in {time.monotonic() - started:.1f}s; data in {stack}", flush=True)
     return settings
 
 
+def _external_llm(settings: Settings) -> bool:
+    return bool(settings.llm_base_url) and settings.llm_base_url != llama.base_url(settings)
+
+
 def down(settings: Settings | None = None) -> dict[str, bool]:
     settings = settings or Settings.from_env()
-    return {"weaviate": weaviate.process(settings).stop(), "neo4j": neo4j.process(settings).stop(timeout=60)}
+    (settings.stack_dir / "llm.base_url").unlink(missing_ok=True)  # no model configured once it is gone
+    return {"weaviate": weaviate.process(settings).stop(), "neo4j": neo4j.process(settings).stop(timeout=60),
+            "llama-server": llama.process(settings).stop()}
 
 
 def status(settings: Settings | None = None) -> dict[str, Any]:
@@ -71,6 +96,14 @@ def status(settings: Settings | None = None) -> dict[str, Any]:
             "uri": settings.resolved_neo4j_uri,
             "version": neo4j.server_version(settings),
             "home": str(neo4j.home(settings)),
+        },
+        "llm": {
+            "managed_pid": llama.process(settings).pid(),
+            "ready": llama.ready(settings) if not _external_llm(settings) else None,
+            "url": settings.llm_base_url or None,
+            "model": settings.llm_model or None,
+            "binary": str(llama.binary_path(settings)),
+            "version": llama.version(settings),
         },
         "data_dir": str(settings.data_dir),
         "cache_dir": str(settings.cache_dir),

@@ -1,0 +1,123 @@
+"""Every prompt ragloom sends, as versioned templates. Change a template's text and bump its version: the
+answer cache keys on ``key`` (name, version and a hash of the text), so old answers stop matching."""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Any
+
+from ragloom.errors import LLMError
+from ragloom.types import sha256_hex
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    version: int
+    system: str
+    user: str
+    schema: dict[str, Any] | None = None  # structured steps: the JSON the reply must have
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}@v{self.version}:{sha256_hex(self.system + chr(31) + self.user)[:10]}"
+
+    def fields(self) -> set[str]:
+        return {f for _, f, _, _ in string.Formatter().parse(self.system + self.user) if f}
+
+    def render(self, **values: Any) -> list[dict[str, str]]:
+        """Chat messages with ``values`` filled in; a missing or unknown value is a programming error."""
+        expected = self.fields()
+        if set(values) != expected:
+            raise LLMError(f"prompt {self.name}: needs {sorted(expected)}, got {sorted(values)}")
+        messages = []
+        if self.system:
+            messages.append({"role": "system", "content": self.system.format(**values)})
+        messages.append({"role": "user", "content": self.user.format(**values)})
+        return messages
+
+
+def _strings(key: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {key: {"type": "array", "items": {"type": "string"}}},
+            "required": [key]}
+
+
+QUERY_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+
+REFORMULATE = PromptTemplate(
+    "reformulate", 1,
+    "You rewrite questions into search queries for a document search engine.",
+    "Rewrite the question as one clear, self-contained search query that keeps every name and number. "
+    'Reply with JSON: {{"query": "..."}}\n\nQuestion: {question}',
+    QUERY_SCHEMA,
+)
+
+MULTI_QUERY = PromptTemplate(
+    "multi_query", 1,
+    "You write search queries for a document search engine.",
+    "Write {n} different search queries that would each find passages answering the question: vary the "
+    'wording and the angle. Reply with JSON: {{"queries": ["...", "..."]}}\n\nQuestion: {question}',
+    _strings("queries"),
+)
+
+HYDE = PromptTemplate(
+    "hyde", 1,
+    "You write short factual passages.",
+    "Write a passage of two to four sentences that answers the question the way a reference text would. "
+    "Write only the passage.\n\nQuestion: {question}",
+)
+
+STEP_BACK = PromptTemplate(
+    "step_back", 1,
+    "You write search queries for a document search engine.",
+    "Write one more general question about the concepts behind this question, whose answer gives the "
+    'background needed to answer it. Reply with JSON: {{"query": "..."}}\n\nQuestion: {question}',
+    QUERY_SCHEMA,
+)
+
+DECOMPOSE = PromptTemplate(
+    "decompose", 1,
+    "You break complex questions into simple ones.",
+    "Break the question into at most {n} simpler sub-questions, each answerable on its own, in the order "
+    'they should be answered. Reply with JSON: {{"questions": ["...", "..."]}}\n\nQuestion: {question}',
+    _strings("questions"),
+)
+
+_ANSWER_RULES = ("Answer the question using only the numbered passages below. After each sentence, cite the "
+                 "passages that support it by number in square brackets, like [1] or [2][3]. If the passages "
+                 "do not contain the answer, say that you do not know.")
+
+ANSWER_SIMPLE = PromptTemplate(
+    "answer_simple", 1,
+    _ANSWER_RULES,
+    "Passages:\n\n{context}\n\nQuestion: {question}",
+)
+
+ANSWER_COT = PromptTemplate(
+    "answer_cot", 1,
+    _ANSWER_RULES + " First reason step by step about what each passage says; then write a final line that "
+                    "starts with 'Answer:' followed by the answer with its citations.",
+    "Passages:\n\n{context}\n\nQuestion: {question}",
+)
+
+CHECK_CLAIMS = PromptTemplate(
+    "check_claims", 1,
+    "You check whether an answer is supported by passages.",
+    "Passages:\n\n{context}\n\nQuestion: {question}\n\nDraft answer: {draft}\n\nList each claim the draft "
+    "makes and whether the passages support it. Reply with JSON: "
+    '{{"claims": [{{"claim": "...", "supported": true}}]}}',
+    {"type": "object", "required": ["claims"], "properties": {"claims": {"type": "array", "items": {
+        "type": "object", "required": ["claim", "supported"],
+        "properties": {"claim": {"type": "string"}, "supported": {"type": "boolean"}}}}}},
+)
+
+REVISE = PromptTemplate(
+    "revise", 1,
+    _ANSWER_RULES,
+    "Passages:\n\n{context}\n\nQuestion: {question}\n\nDraft answer: {draft}\n\nThese claims of the draft are not "
+    "supported by the passages: {unsupported}\nRewrite the answer without them, citing passages as [n].",
+)
+
+ALL_TEMPLATES = (REFORMULATE, MULTI_QUERY, HYDE, STEP_BACK, DECOMPOSE, ANSWER_SIMPLE, ANSWER_COT, CHECK_CLAIMS,
+                 REVISE)
