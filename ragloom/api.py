@@ -10,10 +10,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragloom.errors import RagloomError, RetrievalError
 from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, get_retriever
@@ -26,19 +29,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _UNSET: Any = object()
+T = TypeVar("T")
 
 
 class Ragloom:
     """Weaviate is connected at construction; the embedder, spaCy and Neo4j are loaded on first use, once.
 
     Pass ``vectors`` / ``graph`` / ``embedder`` / ``nlp`` to reuse objects you already hold (they are not
-    closed by ``close()``); anything this object opened itself, it closes.
+    closed by ``close()``); anything this object opened itself, it closes. ``coalesce_queries``: concurrent
+    queries share model calls (``CoalescingEmbedder``), for servers such as ``ragloom serve``.
     """
 
     def __init__(self, settings: Settings | None = None, *, vectors: Any = None, graph: Any = None,
-                 embedder: Any = None, nlp: Any = None, llm: LLMClient | None = _UNSET) -> None:
+                 embedder: Any = None, nlp: Any = None, llm: LLMClient | None = _UNSET,
+                 coalesce_queries: bool = False) -> None:
         self.settings = settings or Settings.from_env()
         self._owned: list[Any] = []
+        self._coalesce = coalesce_queries
+        self._pool: ThreadPoolExecutor | None = None
         self._llm = llm  # _UNSET: the settings' endpoint, made on first use; None: no model
         self._answer_cache: AnswerCache | None = None
         if vectors is None:
@@ -62,7 +70,13 @@ class Ragloom:
     def _load_embedder(self) -> Any:
         from ragloom.embedding import make_embedder
 
-        return make_embedder(self.settings)
+        embedder = make_embedder(self.settings)
+        if self._coalesce:
+            from ragloom.embedding.batching import CoalescingEmbedder
+
+            embedder = CoalescingEmbedder(embedder)
+            self._owned.append(embedder)
+        return embedder
 
     def _load_graph(self) -> Any:
         from ragloom.stores.neo4j import Neo4jStore
@@ -114,16 +128,21 @@ class Ragloom:
     def query(self, text: str, strategy: str = "hybrid", k: int = 5,
               filters: Mapping[str, Any] | str | None = None, scope: Scope | str | None = None,
               chunking: str | None = None, transforms: Sequence[str] | None = None,
-              transform_options: Mapping[str, Mapping[str, Any]] | None = None, **options: Any) -> RetrievalResult:
+              transform_options: Mapping[str, Mapping[str, Any]] | None = None, exclude_dynamic: bool = False,
+              namespaces: Sequence[str] | None = None, **options: Any) -> RetrievalResult:
         """Retrieve ``k`` chunks for ``text``. ``filters``: a dict or JSON text in the filter language
         (ragloom.retrieval.filters); ``scope``: a Scope or a path ``tenant/user/chat[/agent]`` (default: shared
         only); ``options``: the strategy's and post-processing options (see each strategy's ``defaults``).
+
+        ``exclude_dynamic``: leave out injected items (ragloom.dynamic); ``namespaces``: only documents of these
+        namespaces (default: all). Expired injected items are never returned.
 
         ``transforms``: query transforms (reformulate, multi_query, hyde, step_back, decompose, prf; default
         RAGLOOM_LLM_TRANSFORMS), run in parallel and fused by RRF; ``transform_options``: {name: {option:
         value}}, e.g. {"multi_query": {"n": 4}}. The generated queries are in ``metadata["transforms"]``.
         """
         retriever = self.retriever(strategy, chunking, **options)
+        filters = self._visibility(retriever, filters, exclude_dynamic, namespaces)
         names = self.settings.llm_transforms if transforms is None else transforms
         if not names:
             return retriever.search(text, k=k, filters=filters, scope=scope)
@@ -183,6 +202,29 @@ class Ragloom:
             except RagloomError as e:
                 log.warning("spaCy model not loaded: %s", e)
 
+    def _visibility(self, retriever: Retriever, filters: Mapping[str, Any] | str | None, exclude_dynamic: bool,
+                    namespaces: Sequence[str] | None) -> Mapping[str, Any] | str | None:
+        """The user's filters AND what injected items and namespaces require (ragloom.dynamic)."""
+        from ragloom.dynamic import merge_filters, visibility_filter
+
+        types = self.context.property_types(retriever.chunking)
+        if namespaces is not None and types is not None and "meta_namespace" not in types:
+            types = self.context.property_types(retriever.chunking, refresh=True)  # ingestion may have added it
+        extra = visibility_filter(types, exclude_dynamic=exclude_dynamic, namespaces=namespaces)
+        return merge_filters(filters, extra) if extra else filters
+
+    async def aquery(self, text: str, strategy: str = "hybrid", k: int = 5, **kwargs: Any) -> RetrievalResult:
+        """``query`` for async callers: it runs on a bounded pool of worker threads
+        (``RAGLOOM_SERVICE_WORKERS``), so the event loop never blocks on a store or the model."""
+        return await self.run_blocking(self.query, text, strategy, k, **kwargs)
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Any blocking call of this API (or its stores) on the same bounded worker pool."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.settings.service_workers,
+                                            thread_name_prefix="ragloom-api")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
     def context_text(self, result: RetrievalResult, token_budget: int = 1500) -> tuple[str, list[Citation]]:
         """The result as numbered passages within ``token_budget`` tokens of the embedding model's tokenizer."""
         from ragloom.chunking.tokens import get_token_counter
@@ -191,6 +233,9 @@ class Ragloom:
 
     # lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         while self._owned:
             thing = self._owned.pop()
             try:

@@ -124,6 +124,28 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from ragloom.service import serve
+
+    serve(Settings.from_env(), host=args.host, port=args.port)
+    return 0
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    from ragloom.service.keys import KeyStore
+
+    keys = KeyStore(Settings.from_env().resolved_keys_file)
+    if args.action == "create":
+        key, record = keys.create(args.tenant, args.user, admin=args.admin, label=args.label)
+        print(json.dumps(record.public(), indent=2), file=sys.stderr)
+        print(key)  # the only time the key is shown: stdout alone, so `$(ragloom keys create ...)` captures it
+    elif args.action == "list":
+        print(json.dumps([r.public() for r in keys.records()], indent=2))
+    else:
+        print(json.dumps(keys.revoke(args.key_id).public(), indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragloom", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -159,6 +181,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the answer cache")
     p.add_argument("--json", action="store_true", help="print the whole response as JSON (no streaming)")
     p.set_defaults(func=_cmd_ask)
+
+    p = sub.add_parser("serve", help="run the query service (HTTP API, playground at /, docs at /docs)")
+    p.add_argument("--host", default=None, help="default RAGLOOM_SERVICE_HOST")
+    p.add_argument("--port", type=int, default=None, help="default RAGLOOM_SERVICE_PORT")
+    p.set_defaults(func=_cmd_serve)
+
+    p = sub.add_parser("keys", help="API keys of the query service")
+    keys_sub = p.add_subparsers(dest="action", required=True)
+    k = keys_sub.add_parser("create", help="create a key (printed once, on stdout)")
+    k.add_argument("--tenant", required=True)
+    k.add_argument("--user", default="", help="omit for a tenant-wide key")
+    k.add_argument("--admin", action="store_true", help="may promote documents (POST /v1/admin/promote)")
+    k.add_argument("--label", default="")
+    keys_sub.add_parser("list", help="key ids and principals (never the keys)")
+    k = keys_sub.add_parser("revoke", help="revoke a key by its id")
+    k.add_argument("key_id")
+    p.set_defaults(func=_cmd_keys)
 
     from ragloom.evaluation.cli import add_eval_command
 

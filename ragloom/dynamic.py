@@ -1,0 +1,172 @@
+"""Dynamic items: text an application injects at run time (a tool result, a note) into a chat or agent scope.
+
+An item is one chunk per chunking collection (hierarchical excepted: it has no levels to sit in), embedded and
+written at once, with metadata ``dynamic: true``, ``injected_at`` and, with a TTL, ``expires_at`` (a DATE).
+Queries never return an expired item, swept or not (``visibility_filter``); ``sweep_expired`` deletes them
+(the query service runs it periodically, the nightly job once per run). Its document id is its item id, so
+``delete_item`` removes it from every collection.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from ragloom.errors import ConfigError, FilterError
+from ragloom.retrieval.filters import Condition, combine, parse_filters, to_weaviate
+from ragloom.stores.weaviate import meta_property_name
+from ragloom.types import Chunk, Scope, make_chunk_id
+
+DYNAMIC = "dynamic"
+EXPIRES_AT = "expires_at"
+INJECTED_AT = "injected_at"
+NAMESPACE = "namespace"
+RESERVED_KEYS = (DYNAMIC, EXPIRES_AT, INJECTED_AT, NAMESPACE, "title", "source_path")
+MAX_TEXT_CHARS = 8000  # one chunk: the embedding model reads ~256 tokens of it, the rest is returned as text
+MAX_TTL_SECONDS = 366 * 24 * 3600
+ITEM_PREFIX = "dyn-"
+
+
+def item_strategies(strategies: Iterable[str]) -> list[str]:
+    """The chunking collections an injected item goes to."""
+    return [s for s in strategies if s != "hierarchical"]
+
+
+@dataclass
+class InjectedItem:
+    item_id: str
+    scope: Scope
+    strategies: list[str]
+    chunk_ids: dict[str, str] = field(default_factory=dict)
+    injected_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    expires_at: datetime | None = None
+
+
+def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata: Mapping[str, Any] | None = None,
+                 ttl_seconds: float | None = None, namespace: str = "", title: str = "",
+                 now: datetime | None = None) -> tuple[InjectedItem, list[Chunk]]:
+    """The item and its chunks (one per strategy); validates everything before anything is written."""
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError("inject: text must be a non-empty string")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ConfigError(f"inject: text has {len(text)} characters, over the limit of {MAX_TEXT_CHARS}")
+    if not scope.tenant:
+        raise ConfigError("inject: an item needs an owner scope (tenant at least)")
+    metadata = dict(metadata or {})
+    clash = [k for k in metadata if k in RESERVED_KEYS or meta_property_name(k) in
+             {meta_property_name(r) for r in RESERVED_KEYS}]
+    if clash:
+        raise ConfigError(f"inject: metadata keys {clash} are reserved ({', '.join(RESERVED_KEYS)})")
+    if ttl_seconds is not None and not 0 < ttl_seconds <= MAX_TTL_SECONDS:
+        raise ConfigError(f"inject: ttl_seconds must be within (0, {MAX_TTL_SECONDS}], got {ttl_seconds}")
+    now = now or datetime.now(UTC)
+    item = InjectedItem(item_id=ITEM_PREFIX + uuid.uuid4().hex[:24], scope=scope, strategies=list(strategies),
+                        injected_at=now,
+                        expires_at=now + timedelta(seconds=ttl_seconds) if ttl_seconds is not None else None)
+    meta: dict[str, Any] = {**metadata, DYNAMIC: True, INJECTED_AT: now, "title": title or "injected item"}
+    if item.expires_at is not None:
+        meta[EXPIRES_AT] = item.expires_at
+    if namespace:
+        meta[NAMESPACE] = namespace
+    chunks = []
+    for strategy in strategies:
+        chunk_id = make_chunk_id(item.item_id, strategy, "dynamic", 0, len(text), text)
+        item.chunk_ids[strategy] = chunk_id
+        chunks.append(Chunk(chunk_id=chunk_id, document_id=item.item_id, strategy=strategy, text=text, start=0,
+                            end=len(text), token_count=len(text.split()), position=0,
+                            heading_path=[title] if title else [], metadata=dict(meta), scope=scope))
+    return item, chunks
+
+
+def inject(store: Any, embedder: Any, strategies: Sequence[str], text: str, scope: Scope,
+           **options: Any) -> InjectedItem:
+    """Embed once and write the item into every strategy's collection (created when missing)."""
+    item, chunks = build_chunks(text, scope, strategies, **options)
+    vector = np.asarray(embedder.encode([text]), dtype=np.float32)
+    for chunk in chunks:
+        store.ensure_collection(chunk.strategy, embedder.dimension, model_id=embedder.model_id)
+        store.upsert_chunks(chunk.strategy, [chunk], vector)
+    return item
+
+
+def _has(property_types: Mapping[str, str] | None, key: str) -> bool:
+    return property_types is not None and meta_property_name(key) in property_types
+
+
+def visibility_filter(property_types: Mapping[str, str] | None, *, exclude_dynamic: bool = False,
+                      namespaces: Sequence[str] | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """Filter-language conditions a query adds: expired items never, dynamic ones only when asked, and only the
+    chosen namespaces. A condition on metadata no chunk of the collection has yet is left out (it would hold
+    for every chunk anyway, except ``namespaces``, which then matches nothing)."""
+    out: dict[str, Any] = {}
+    if _has(property_types, EXPIRES_AT):
+        out[EXPIRES_AT] = {"not": {"lt": (now or datetime.now(UTC)).isoformat()}}
+    if exclude_dynamic and _has(property_types, DYNAMIC):
+        out[DYNAMIC] = {"not": True}
+    if namespaces is not None:
+        names = [str(n) for n in namespaces]
+        if not names:
+            raise FilterError("namespaces: give at least one, or leave it out for all")
+        out[NAMESPACE] = names if _has(property_types, NAMESPACE) else ["\x00none"]  # no chunk has any yet
+    return out
+
+
+def merge_filters(user: Mapping[str, Any] | str | None, extra: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The user's filter (a dict or its JSON text) AND ``extra`` (keys of the filter language are ANDed); a key
+    in both is an error."""
+    if isinstance(user, str | bytes):
+        if parse_filters(user) is None:  # FilterError for anything malformed
+            user = None
+        else:
+            user = json.loads(user)
+    if user is not None and not isinstance(user, Mapping):
+        parse_filters(user)  # raises the language's own error for a non-object
+    if not extra:
+        return dict(user) if user else None
+    clash = sorted(set(user or {}) & set(extra))
+    if clash:
+        raise FilterError(f"filter fields {clash} are set by the query's own options (exclude_dynamic, namespaces)")
+    return {**(user or {}), **extra}
+
+
+def sweep_expired(store: Any, strategies: Iterable[str], now: datetime | None = None) -> int:
+    """Delete expired dynamic items from every strategy's collection; returns how many chunks went."""
+    from ragloom.stores.service_ops import delete_where
+
+    now = now or datetime.now(UTC)
+    removed = 0
+    for strategy in strategies:
+        if not store.exists(strategy) or not _has(store.property_types(strategy), EXPIRES_AT):
+            continue
+        where = to_weaviate(combine(Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True),
+                                    Condition(EXPIRES_AT, meta_property_name(EXPIRES_AT), "lt", now)))
+        removed += delete_where(store, strategy, where)
+    return removed
+
+
+def owner_conditions(owner: Scope) -> list[Condition]:
+    """Objects whose scope lies at or below ``owner`` (its subtree: chats and agents of a user, ...)."""
+    conds = [Condition("scope", "scope_tenant", "eq", owner.tenant)]
+    for level in ("user", "chat", "agent"):
+        value = getattr(owner, level)
+        if value:
+            conds.append(Condition("scope", f"scope_{level}", "eq", value))
+    return conds
+
+
+def delete_item(store: Any, strategies: Iterable[str], item_id: str, owner: Scope) -> int:
+    """Delete an injected item, only when it lies within ``owner``'s subtree; returns chunks deleted."""
+    from ragloom.stores.service_ops import delete_where
+
+    if not item_id.startswith(ITEM_PREFIX):
+        return 0
+    where = to_weaviate(combine(Condition("document_id", "document_id", "eq", item_id),
+                                Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True), *owner_conditions(owner)))
+    return sum(delete_where(store, s, where) for s in strategies
+               if store.exists(s) and _has(store.property_types(s), DYNAMIC))

@@ -1,0 +1,17 @@
+"""The query service: `ragloom serve` runs ``create_app`` under uvicorn (FastAPI: pydantic models that are the
+OpenAPI docs, dependencies for authentication, async routes over a bounded thread pool)."""
+
+from __future__ import annotations
+
+from ragloom.settings import Settings
+
+
+def serve(settings: Settings | None = None, host: str | None = None, port: int | None = None) -> None:
+    """Run the service in the foreground until interrupted."""
+    import uvicorn
+
+    from ragloom.service.app import create_app
+
+    settings = settings or Settings.from_env()
+    uvicorn.run(create_app(settings), host=host or settings.service_host, port=port or settings.service_port,
+                log_level="info", proxy_headers=False)

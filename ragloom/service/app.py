@@ -1,0 +1,167 @@
+"""The FastAPI application: routers, the body-size limit, metrics, error mapping, and the sweeper."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ragloom import dynamic
+from ragloom.errors import (
+    ConfigError,
+    FilterError,
+    ParseError,
+    RagloomError,
+    RetrievalError,
+    ScopeError,
+    StoreError,
+)
+from ragloom.service.auth import RateLimiter
+from ragloom.service.keys import KeyStore
+from ragloom.service.metrics import ServiceMetrics
+from ragloom.settings import Settings
+
+log = logging.getLogger("ragloom.service")
+
+# our errors -> HTTP status: bad input is the caller's (400), a store that fails is ours to report (503)
+STATUS = ((ScopeError, 400), (FilterError, 400), (RetrievalError, 400), (ConfigError, 400), (ParseError, 400),
+          (StoreError, 503))
+
+
+class BodyLimit:
+    """413 for a body over ``limit`` bytes, by Content-Length or, for chunked bodies, while it streams."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await _too_large(self.limit, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await _too_large(self.limit, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _too_large(limit: int, send: Send) -> None:
+    response = JSONResponse({"detail": f"request body over the limit of {limit} bytes"}, status_code=413)
+    await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
+    await send({"type": "http.response.body", "body": response.body})
+
+
+def _route_name(request: Request) -> str:
+    route = request.scope.get("route")
+    return getattr(route, "path", "unmatched")
+
+
+def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
+    """The service. ``rag``: a ``Ragloom`` to serve (tests); by default one is opened at startup and closed at
+    shutdown, with concurrent queries sharing model calls."""
+    settings = settings or Settings.from_env()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own = rag is None
+        if own:
+            from ragloom.api import Ragloom
+
+            app.state.rag = await asyncio.to_thread(Ragloom, settings, coalesce_queries=True)
+        else:
+            app.state.rag = rag
+        await app.state.rag.run_blocking(app.state.rag.warm, "hybrid")
+        sweeper = asyncio.create_task(_sweep_forever(app))
+        log.info("ragloom service ready on its scopes (keys file %s)", settings.resolved_keys_file)
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            if own:
+                await asyncio.to_thread(app.state.rag.close)
+
+    app = FastAPI(title="ragloom", version="1", lifespan=lifespan,
+                  description="Retrieval over ragloom's stores, scoped by API key. Send the key as "
+                              "`Authorization: Bearer <key>`.")
+    app.state.settings = settings
+    app.state.keys = KeyStore(settings.resolved_keys_file)
+    app.state.limiter = RateLimiter(settings.service_rate_per_minute)
+    app.state.metrics = ServiceMetrics()
+    app.state.item_strategies = dynamic.item_strategies(settings.strategies)
+
+    from ragloom.service.routers import admin, documents, health, inject, playground, query
+
+    for module in (query, inject, documents, admin, health, playground):
+        app.include_router(module.router)
+
+    @app.middleware("http")
+    async def measure(request: Request, call_next: Any) -> Any:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = _route_name(request)
+        metrics = app.state.metrics
+        metrics.requests.inc(request.method, route, str(response.status_code))
+        metrics.request_seconds.observe(time.perf_counter() - started, route)
+        if response.status_code >= 400:
+            metrics.errors.inc(str(response.status_code))
+        return response
+
+    @app.exception_handler(RagloomError)
+    async def ragloom_error(request: Request, exc: RagloomError) -> JSONResponse:
+        status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
+        if status >= 500:
+            log.warning("%s %s failed: %s: %s", request.method, _route_name(request), type(exc).__name__, exc)
+        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's default echoes the input; ours names the fields only (a body may hold secrets)
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    app.add_middleware(BodyLimit, limit=settings.service_max_body_bytes)
+    return app
+
+
+async def _sweep_forever(app: FastAPI) -> None:
+    """Delete expired dynamic items every RAGLOOM_SERVICE_SWEEP_SECONDS."""
+    settings: Settings = app.state.settings
+    while True:
+        await asyncio.sleep(settings.service_sweep_seconds)
+        try:
+            removed = await app.state.rag.run_blocking(dynamic.sweep_expired, app.state.rag.context.vectors,
+                                                       app.state.item_strategies)
+        except RagloomError as e:
+            log.warning("sweeping expired dynamic items failed: %s", e)
+            continue
+        if removed:
+            app.state.metrics.swept.inc(amount=removed)
+            log.info("swept %d expired dynamic chunks", removed)

@@ -1,0 +1,113 @@
+"""Authentication and scope narrowing as FastAPI dependencies: no route can forget them.
+
+A request names a scope inside its key's principal (``acme/alice`` may ask for ``acme/alice/chat7`` or
+``acme/alice/chat7/agent2``) and never outside it: another tenant or user, or a wider scope, is 403.
+A missing, unknown or revoked key is 401. Each key has a token bucket (``RAGLOOM_SERVICE_RATE_PER_MINUTE``);
+an empty bucket is 429 with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+
+from ragloom.errors import ScopeError
+from ragloom.service.keys import KeyRecord
+from ragloom.types import Scope
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The authenticated key behind a request (its id, never the key) and its principal."""
+
+    key_id: str
+    tenant: str
+    user: str
+    admin: bool
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.tenant, self.user)
+
+    def narrow(self, requested: str | None) -> Scope:
+        """The requested scope if it lies within this caller's own; None or '' means the caller's own."""
+        if not requested:
+            return self.scope
+        try:
+            scope = Scope.from_path(requested)
+        except ScopeError as e:
+            raise HTTPException(400, f"scope: {e}") from e
+        if self.scope.path not in scope.visible_paths():
+            raise HTTPException(403, f"scope {scope.path!r} is outside this key's scope {self.scope.path!r}")
+        return scope
+
+    def owns(self, scope_path: str) -> bool:
+        """Whether a stored scope path lies within this caller's subtree."""
+        try:
+            return self.scope.path in Scope.from_path(scope_path).visible_paths()
+        except ScopeError:
+            return False
+
+
+class RateLimiter:
+    """Token buckets per key: ``per_minute`` requests, bursts up to the same number."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.capacity = float(per_minute)
+        self.rate = per_minute / 60.0
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key_id: str) -> float:
+        """0 when allowed; else the seconds until a token is back."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, stamp = self._buckets.get(key_id, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - stamp) * self.rate)
+            if tokens >= 1.0:
+                self._buckets[key_id] = (tokens - 1.0, now)
+                return 0.0
+            self._buckets[key_id] = (tokens, now)
+            return (1.0 - tokens) / self.rate
+
+
+def _presented_key(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    return request.headers.get("x-api-key")
+
+
+def caller(request: Request) -> Caller:
+    """The request's caller, after the key check and the rate limit."""
+    return authenticate(request, _presented_key(request))
+
+
+def authenticate(request: Request, key: str | None) -> Caller:
+    state = request.app.state
+    record: KeyRecord | None = state.keys.lookup(key)
+    if record is None:
+        raise HTTPException(401, "missing, unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
+    wait = state.limiter.take(record.key_id)
+    if wait > 0:
+        raise HTTPException(429, "rate limit exceeded for this key",
+                            headers={"Retry-After": str(max(1, math.ceil(wait)))})
+    request.state.key_id = record.key_id
+    return Caller(record.key_id, record.tenant, record.user, record.admin)
+
+
+CallerDep = Annotated[Caller, Depends(caller)]
+
+
+def admin(who: CallerDep) -> Caller:
+    if not who.admin:
+        raise HTTPException(403, "this endpoint needs an admin key")
+    return who
+
+
+AdminDep = Annotated[Caller, Depends(admin)]

@@ -1,0 +1,56 @@
+"""POST /v1/documents (upload into the caller's uploads folder) and GET /v1/documents/{upload_id} (status)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request
+
+from ragloom.retrieval.filters import Condition, to_weaviate
+from ragloom.service import intake
+from ragloom.service.auth import CallerDep
+from ragloom.service.models import UploadResponse
+from ragloom.stores.service_ops import count_where
+
+router = APIRouter(prefix="/v1/documents", tags=["documents"])
+
+
+@router.post("", response_model=UploadResponse, status_code=202,
+             summary="Upload a file (the raw request body); the uploads sensor indexes it",
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
+async def upload(request: Request, who: CallerDep,
+                 filename: Annotated[str, Query(max_length=200, description="e.g. notes.md")],
+                 scope: Annotated[str | None, Query(description="inside the key's scope; default its own")] = None,
+                 title: Annotated[str, Query(max_length=200)] = "",
+                 namespace: Annotated[str, Query(max_length=64)] = "") -> UploadResponse:
+    target = who.narrow(scope)
+    data = await request.body()
+    if not data:
+        raise HTTPException(400, "the request body (the file) is empty")
+    settings = request.app.state.settings
+    record = await request.app.state.rag.run_blocking(
+        intake.save_upload, settings.resolved_uploads_dir, target, filename, data, title=title, namespace=namespace)
+    return UploadResponse(upload_id=record.upload_id, document_id=record.document_id, scope=record.scope,
+                          status="queued")
+
+
+@router.get("/{upload_id}", response_model=UploadResponse, summary="queued, indexed, or rejected with the reason")
+async def status(upload_id: str, request: Request, who: CallerDep) -> UploadResponse:
+    state = request.app.state
+    settings = state.settings
+    record = intake.load_record(settings.resolved_uploads_dir, upload_id)
+    if record is None or not who.owns(record.scope):
+        raise HTTPException(404, f"no upload {upload_id!r} in this key's scope")
+
+    def check() -> tuple[str, str | None]:
+        reason = intake.rejection(settings.artifacts_dir, record.path)
+        if reason:
+            return "rejected", reason
+        where = to_weaviate(Condition("document_id", "document_id", "eq", record.document_id))
+        strategy = settings.strategies[0]
+        return ("indexed", None) if count_where(state.rag.context.vectors, strategy, where) else ("queued", None)
+
+    status_, reason = await state.rag.run_blocking(check)
+    return UploadResponse(upload_id=record.upload_id, document_id=record.document_id, scope=record.scope,
+                          status=status_, reason=reason)

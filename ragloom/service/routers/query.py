@@ -1,0 +1,63 @@
+"""POST /v1/query: retrieval within the caller's scope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from ragloom.dynamic import DYNAMIC
+from ragloom.service.auth import Caller, CallerDep
+from ragloom.service.models import QueryRequest, QueryResponse, ResultItem, Span
+from ragloom.types import RetrievalResult, RetrievedItem
+
+router = APIRouter(prefix="/v1", tags=["query"])
+_CORE = ("title", "source_path", "start", "end", "scope_path", "scope_tenant", "scope_user", "scope_chat",
+         "scope_agent", "vector")
+
+
+def citation(item: RetrievedItem) -> str:
+    """'Title > Heading (source, chars a-b)': where a reader finds the passage."""
+    meta = item.metadata
+    where = " > ".join([meta.get("title") or item.document_id, *item.heading_path])
+    source = meta.get("source_path") or item.document_id
+    span = f", chars {meta['start']}-{meta['end']}" if meta.get("start") is not None else ""
+    return f"{where} ({source}{span})"
+
+
+def item_body(item: RetrievedItem) -> ResultItem:
+    meta = item.metadata
+    return ResultItem(
+        rank=item.rank, chunk_id=item.chunk_id, document_id=item.document_id, title=str(meta.get("title") or ""),
+        source_path=str(meta.get("source_path") or ""), heading_path=list(item.heading_path),
+        span=Span(start=meta.get("start"), end=meta.get("end")), score=float(item.score),
+        lane_scores={k: float(v) for k, v in item.lane_scores.items()}, citation=citation(item), text=item.text,
+        dynamic=bool(meta.get(f"meta_{DYNAMIC}")), scope=str(meta.get("scope_path") or ""),
+        metadata={k: v for k, v in meta.items() if k not in _CORE},
+    )
+
+
+def result_body(result: RetrievalResult) -> QueryResponse:
+    return QueryResponse(query=result.query, items=[item_body(i) for i in result.items], metadata=result.metadata)
+
+
+async def run_query(request: Request, who: Caller, body: QueryRequest) -> RetrievalResult:
+    """The query, narrowed to the caller's scope, with its metrics recorded."""
+    scope = who.narrow(body.scope)
+    state = request.app.state
+    result = await state.rag.aquery(body.query, strategy=body.strategy, k=body.k, filters=body.filters,
+                                    scope=scope, chunking=body.chunking, exclude_dynamic=body.exclude_dynamic,
+                                    namespaces=body.namespaces, **body.options)
+    meta: dict[str, Any] = result.metadata
+    strategy = str(meta.get("strategy", body.strategy))
+    state.metrics.query_seconds.observe(meta.get("timings_ms", {}).get("total", 0.0) / 1000, strategy)
+    if meta.get("fallbacks"):
+        state.metrics.fallbacks.inc(strategy)
+    if meta.get("abstained"):
+        state.metrics.abstentions.inc(strategy)
+    return result
+
+
+@router.post("/query", response_model=QueryResponse, summary="Retrieve chunks within the caller's scope")
+async def query(body: QueryRequest, request: Request, who: CallerDep) -> QueryResponse:
+    return result_body(await run_query(request, who, body))
