@@ -66,8 +66,7 @@ def build_vector_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDef
         report = _run_sync(context, f"vectors_{strategy}", lambda: sync_vectors(
             store, model, strategy, frame_to_chunks(chunks), cache=cache, log=context.log.info))
         return MaterializeResult(metadata={
-            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in report.__dict__.items()
-               if isinstance(v, (int, float, str))},
+            **report.as_metadata(),
             "collection": store.collection_name(strategy),
             "model": model.model_id,
         })
@@ -99,8 +98,7 @@ def build_graph_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefi
         stats = store.stats()
         top = stats.get("top_entities", [])
         return MaterializeResult(metadata={
-            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in report.__dict__.items()
-               if isinstance(v, (int, float, str))},
+            **report.as_metadata(),
             **{k: v for k, v in stats.items() if isinstance(v, (int, float))},
             "top_entities": markdown_table(top, list(top[0].keys()) if top else []),
             "degree_histogram": histogram_png(stats.get("degrees", []) or [0], f"{strategy}: entity degree",

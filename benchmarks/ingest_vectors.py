@@ -100,7 +100,7 @@ def phase_ingest(args: argparse.Namespace) -> dict:
         store.close()
     return {"chunks": len(chunks), "documents": len({c.document_id for c in chunks}), "seconds": first.seconds,
             "embed_seconds": first.embed_seconds, "write_seconds": first.write_seconds,
-            "inserted": first.inserted, "failed": first.failed, "model_id": embedder.model_id,
+            "inserted": first.inserted, "model_id": embedder.model_id,
             "noop_seconds": noop, "rss_after_load_mb": rss_ready, "rss_samples_mb": samples,
             "peak_rss_mb": _peak_rss_mb()}
 

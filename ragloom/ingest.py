@@ -7,7 +7,7 @@ document is a tombstone by absence: its chunks are no longer current and the syn
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,9 +15,7 @@ import pandas as pd
 
 from ragloom.parsing import parse_sources
 from ragloom.tables import chunks_to_frame, frame_to_documents
-from ragloom.types import Document, Rejection
-
-Log = Callable[[str], None]
+from ragloom.types import Document, Log, Rejection
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragloom.errors import ScopeError
 
 SHARED_SCOPE = "__shared__"
+
+# Where long operations report progress: print, a Dagster logger's info, a list's append.
+Log = Callable[[str], None]
+
+
+def no_log(message: str) -> None:
+    """The Log that drops every message."""
 
 
 def sha256_hex(data: str | bytes) -> str:

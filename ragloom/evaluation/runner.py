@@ -19,8 +19,8 @@ from ragloom.evaluation.datasets import EvalDataset, load_dataset
 from ragloom.evaluation.metrics import Hit, document_scores, passage_scores
 from ragloom.evaluation.report import BASELINE_BM25, BASELINE_DENSE, EvalReport, SystemResult
 from ragloom.settings import ALL_STRATEGIES, Settings
+from ragloom.types import Log
 
-Log = Callable[[str], None]
 RETRIEVAL_STRATEGIES = ("dense", "bm25", "hybrid", "graph_rag", "hierarchical")
 GRAPH_STRATEGIES = ("graph_rag",)
 DEFAULT_DEPTH = 30  # chunks retrieved per query; document-level @10 needs 10 distinct documents among them

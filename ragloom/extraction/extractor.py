@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
@@ -18,7 +18,7 @@ from ragloom.errors import ConfigError
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse, load_nlp
 from ragloom.extraction.resolution import EntityResolver, KnownEntity, Resolution
 from ragloom.settings import usable_cpus
-from ragloom.types import Chunk, Entity, Mention, Relation
+from ragloom.types import Chunk, Entity, Log, Mention, Relation
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -38,7 +38,6 @@ MAX_WAVES = 8
 _SUBJECT_DEPS = ("nsubj", "nsubjpass")
 _RELATION_TYPE = re.compile(r"[^A-Z0-9_]+")
 
-Log = Callable[[str], None]
 
 
 @dataclass

@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
 
-from ragloom.errors import ConfigError
-from ragloom.extraction.extractor import EntityExtractor
+from ragloom.extraction.extractor import EntityExtractor, Extraction
+from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
 from ragloom.stores.neo4j import Neo4jStore
-from ragloom.types import Chunk
-
-Log = Callable[[str], None]
-
-
-def _no_log(message: str) -> None:
-    pass
+from ragloom.types import Chunk, Log, no_log
 
 
 @dataclass
-class GraphSyncReport:
-    strategy: str
+class GraphSyncReport(SyncReport):
     chunks_added: int = 0
     chunks_removed: int = 0
     chunks_unchanged: int = 0
@@ -31,7 +23,6 @@ class GraphSyncReport:
     mentions: int = 0
     relations: int = 0  # (source, target, type) relations that gained evidence
     surface_forms: int = 0
-    merge_ratio: float = 0.0  # share of distinct surface forms resolution folded into another form's entity
     relations_deleted: int = 0
     entities_deleted: int = 0
     documents_deleted: int = 0
@@ -40,15 +31,21 @@ class GraphSyncReport:
     extract_seconds: float = 0.0  # waiting for extraction (parsing and resolution)
     write_seconds: float = 0.0  # waiting for Neo4j writes: the part of the write work extraction did not hide
     write_work_seconds: float = 0.0  # all Neo4j write time, overlapped with extraction or not
-    seconds: float = 0.0
+
+    derived = ("merge_ratio",)
 
     @property
     def changed(self) -> bool:
         return bool(self.chunks_added or self.chunks_removed)
 
+    @property
+    def merge_ratio(self) -> float:
+        """Share of distinct surface forms resolution folded into another form's entity."""
+        return (self.surface_forms - self.entities) / self.surface_forms if self.surface_forms else 0.0
+
 
 def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chunks: list[Chunk],
-               log: Log = _no_log) -> GraphSyncReport:
+               log: Log = no_log) -> GraphSyncReport:
     """Make the graph hold exactly ``chunks`` (all of ``strategy``): extract and write the new ones, delete
     the ones no longer present (withdrawing their evidence), refresh reading order of touched documents.
 
@@ -58,30 +55,26 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     """
     started = time.perf_counter()
     report = GraphSyncReport(strategy=strategy)
-    other = sorted({c.strategy for c in chunks if c.strategy != strategy})
-    if other:
-        raise ConfigError(f"sync_graph(strategy={strategy!r}) was given chunks of strategy {other}")
-    current = {c.chunk_id: c for c in chunks}
+    current = current_chunks("sync_graph", strategy, chunks)
     store.ensure_schema()
     stored = store.chunk_states(strategy)
-    new_ids = [cid for cid in current if cid not in stored or not stored[cid][1]]
-    removed_ids = sorted(cid for cid in stored if cid not in current)
-    report.chunks_added = len(new_ids)
-    report.chunks_removed = len(removed_ids)
-    report.chunks_unchanged = len(current) - len(new_ids)
-    if not new_ids and not removed_ids:
+    todo = plan(current, stored, incomplete={cid for cid, (_, complete) in stored.items() if not complete})
+    report.chunks_added = len(todo.new)
+    report.chunks_removed = len(todo.stale)
+    report.chunks_unchanged = todo.unchanged
+    if not todo.changed:
         report.seconds = time.perf_counter() - started
         log(f"graph {strategy}: {len(current)} chunks, nothing changed")
         return report
 
-    touched = {current[cid].document_id for cid in new_ids} | {stored[cid][0] for cid in removed_ids}
+    touched = {c.document_id for c in todo.new} | {stored[cid][0] for cid in todo.stale}
     report.documents_touched = len(touched)
-    log(f"graph {strategy}: {len(new_ids)} new, {len(removed_ids)} removed, {report.chunks_unchanged} unchanged "
+    log(f"graph {strategy}: {len(todo.new)} new, {len(todo.stale)} removed, {report.chunks_unchanged} unchanged "
         f"chunks in {len(touched)} documents")
 
     write_started = time.perf_counter()
-    if removed_ids:
-        deleted = store.delete_chunks(removed_ids)
+    if todo.stale:
+        deleted = store.delete_chunks(todo.stale)
         report.relations_deleted = deleted["relations_deleted"]
         report.entities_deleted = deleted["entities_deleted"]
         report.documents_deleted = deleted["documents_deleted"]
@@ -93,53 +86,38 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     store.upsert_chunks(in_touched)
     store.relink_next(in_touched)
     report.write_seconds += time.perf_counter() - write_started
-
     report.write_work_seconds = report.write_seconds
-    new_chunks = [current[cid] for cid in new_ids]
+
     entity_ids: set[str] = set()
     relation_keys: set[tuple[str, str, str]] = set()
     forms: set[tuple[str, str]] = set()
-    report.extraction_processes = extractor.processes_for(len(new_chunks))
-    waves = extractor.extract_waves(new_chunks, known=store.known_entities(), log=log)
-    # One writer thread stores wave k while the extractor's worker processes parse wave k+1. Waves are written
-    # in order, so the mentions of a wave find the entities earlier waves created; a failed write stops the
-    # run before the next wave is stored, and the waves stored before it stay done.
-    with closing(waves), ThreadPoolExecutor(max_workers=1, thread_name_prefix="neo4j-write") as writer:
-        pending: Future[float] | None = None
+    report.extraction_processes = extractor.processes_for(len(todo.new))
+
+    def extracted(waves: Iterator[Extraction]) -> Iterator[Extraction]:
         for extraction in waves:
             report.waves += 1
             report.extract_seconds += extraction.seconds
-            forms |= extraction.forms
+            forms.update(extraction.forms)
             entity_ids.update(e.entity_id for e in extraction.entities)
             relation_keys.update((r.source_id, r.target_id, r.type) for r in extraction.relations)
             report.mentions += len(extraction.mentions)
             log(f"graph {strategy}: extracted {len(extraction.entities)} entities, {len(extraction.mentions)} "
                 f"mentions, {len(extraction.relations)} relation evidences from {extraction.chunks} chunks "
                 f"({extraction.seconds:.1f}s waiting on extraction)")
-            if pending is not None:
-                _finish(pending, report)
-            pending = writer.submit(_timed, store.write_extraction, extraction, extraction.chunk_ids)
-        if pending is not None:
-            _finish(pending, report)
+            yield extraction
+
+    # The writer stores wave k while the extractor's worker processes parse wave k+1. Waves are written in
+    # order, so the mentions of a wave find the entities earlier waves created; a failed write stops the
+    # run before the next wave is stored, and the waves stored before it stay done.
+    with closing(extractor.extract_waves(todo.new, known=store.known_entities(), log=log)) as waves:
+        times = overlap_writes(extracted(waves), lambda e: store.write_extraction(e, e.chunk_ids),
+                               thread_name="neo4j-write")
+    report.write_seconds += times.waited_seconds
+    report.write_work_seconds += times.work_seconds
     report.entities, report.relations = len(entity_ids), len(relation_keys)
-    # Distinct surface forms over all waves, and the share of them folded into another form's entity.
-    report.surface_forms = len(forms)
-    report.merge_ratio = (len(forms) - len(entity_ids)) / len(forms) if forms else 0.0
+    report.surface_forms = len(forms)  # distinct over all waves
     report.seconds = time.perf_counter() - started
     log(f"graph {strategy}: wrote {report.entities} entities, {report.mentions} mentions, {report.relations} "
         f"relations; writes took {report.write_work_seconds:.1f}s, {report.write_seconds:.1f}s of them not "
         f"overlapped with extraction (total {report.seconds:.1f}s)")
     return report
-
-
-def _timed(write: Callable[..., object], *args: object) -> float:
-    started = time.perf_counter()
-    write(*args)
-    return time.perf_counter() - started
-
-
-def _finish(pending: Future[float], report: GraphSyncReport) -> None:
-    """Wait for a wave's write (re-raising its error); the wait is write time extraction did not hide."""
-    waited = time.perf_counter()
-    report.write_work_seconds += pending.result()
-    report.write_seconds += time.perf_counter() - waited

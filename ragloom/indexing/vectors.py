@@ -3,57 +3,45 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ragloom.embedding.base import Embedder
 from ragloom.errors import ConfigError, StoreError
+from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
 from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.stores.weaviate import WeaviateStore, WriteResult, failure_message
-from ragloom.types import Chunk
-
-Log = Callable[[str], None]
-
-
-def _no_log(message: str) -> None:
-    pass
+from ragloom.types import Chunk, Log, no_log
 
 
 @dataclass
-class VectorSyncReport:
-    strategy: str
+class VectorSyncReport(SyncReport):
     inserted: int = 0  # chunks written (new since the last sync)
     deleted: int = 0  # chunks removed (no longer in the current set)
     unchanged: int = 0  # already in Weaviate: not embedded, not written
     embedded: int = 0  # cache misses: texts the model ran on
     cache_hits: int = 0
-    failed: int = 0
-    failed_ids: list[str] = field(default_factory=list)
-    errors: dict[str, str] = field(default_factory=dict)  # first few chunk id -> error
     recreated: bool = False  # the collection was dropped because the model changed
     embed_seconds: float = 0.0
-    write_seconds: float = 0.0
-    seconds: float = 0.0
-    chunks_per_second: float = 0.0  # inserted / seconds
+    write_seconds: float = 0.0  # all Weaviate write time (overlapped with embedding)
     collection_size: int = 0
+
+    derived = ("chunks_per_second",)
 
     @property
     def changed(self) -> bool:
         return bool(self.inserted or self.deleted)
 
-    def as_metadata(self) -> dict[str, Any]:
-        """Flat numbers and short strings for asset metadata."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("failed_ids", "errors")} | {
-            "failed_ids_sample": self.failed_ids[:10]}
+    @property
+    def chunks_per_second(self) -> float:
+        return self.inserted / self.seconds if self.seconds > 0 else 0.0
 
 
 def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks: list[Chunk],
-                 cache: EmbeddingCache | None = None, batch_size: int = 256, log: Log = _no_log,
-                 raise_on_failure: bool = True) -> VectorSyncReport:
+                 cache: EmbeddingCache | None = None, batch_size: int = 256, log: Log = no_log) -> VectorSyncReport:
     """Make the collection of ``strategy`` hold exactly ``chunks``, each with its ``embed_text`` vector.
 
     Chunk ids are content-derived, so "in Weaviate already" means unchanged: only new ids are embedded
@@ -61,16 +49,13 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     and ids no longer current are deleted after the inserts (an edited document is never missing).
     A collection indexed with another model id is dropped and rebuilt. Idempotent: a second call with
     the same chunks writes nothing. Objects that still fail after the store's retries are collected
-    over all batches; then StoreError names them (or, with ``raise_on_failure=False``, the report does).
+    over all batches; then StoreError names them (the next sync retries them: they count as new).
     """
     started = time.perf_counter()
     report = VectorSyncReport(strategy=strategy)
-    other = sorted({c.strategy for c in chunks if c.strategy != strategy})
-    if other:
-        raise ConfigError(f"sync_vectors(strategy={strategy!r}) was given chunks of strategy {other}")
+    current = current_chunks("sync_vectors", strategy, chunks)
     if batch_size < 1:
         raise ConfigError(f"sync_vectors: batch_size must be >= 1, got {batch_size}")
-    current = {c.chunk_id: c for c in chunks}
 
     info = store.collection_info(strategy)
     if info and info.get("model_id") and info["model_id"] != embedder.model_id:
@@ -78,45 +63,43 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
         store.drop_collection(strategy)
         report.recreated = True
     store.ensure_collection(strategy, embedder.dimension, model_id=embedder.model_id)
-    stored = store.chunk_index(strategy)
-    new = [c for cid, c in current.items() if cid not in stored]
-    stale = [cid for cid in stored if cid not in current]
-    report.unchanged = len(current) - len(new)
-    log(f"{strategy}: {len(current)} current chunks, {len(new)} new, {report.unchanged} unchanged, "
-        f"{len(stale)} to delete")
+    todo = plan(current, store.chunk_index(strategy))
+    report.unchanged = todo.unchanged
+    log(f"{strategy}: {len(current)} current chunks, {len(todo.new)} new, {report.unchanged} unchanged, "
+        f"{len(todo.stale)} to delete")
 
     # Similar lengths in a batch pad less: the order of insertion does not matter to Weaviate.
-    new.sort(key=lambda c: len(c.embed_text))
+    new = sorted(todo.new, key=lambda c: len(c.embed_text))
     failures: dict[str, str] = {}
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="weaviate-write") as writer:
-        pending: Future[tuple[WriteResult, float]] | None = None
+
+    def embedded() -> Iterator[tuple[list[Chunk], np.ndarray]]:
         for begin in range(0, len(new), batch_size):
             batch = new[begin:begin + batch_size]
             t0 = time.perf_counter()
             vectors = _embed(embedder, cache, batch, report)
             report.embed_seconds += time.perf_counter() - t0
-            if pending is not None:
-                _collect(pending, report, failures)
-            pending = writer.submit(_timed_write, store, strategy, batch, vectors)
             done = begin + len(batch)
             elapsed = time.perf_counter() - started
             log(f"{strategy}: embedded {done}/{len(new)} ({done / max(elapsed, 1e-9):.0f} chunks/s, "
                 f"{report.cache_hits} from cache)")
-        if pending is not None:
-            _collect(pending, report, failures)
+            yield batch, vectors
 
-    if stale:
-        report.deleted = store.delete_chunks(strategy, stale)
+    def written(result: WriteResult) -> None:
+        report.inserted += result.written
+        failures.update(result.failed)
+
+    times = overlap_writes(embedded(), lambda item: store.write_chunks(strategy, *item), written,
+                           thread_name="weaviate-write")
+    report.write_seconds = times.work_seconds
+
+    if todo.stale:
+        report.deleted = store.delete_chunks(strategy, todo.stale)
         log(f"{strategy}: deleted {report.deleted} chunks no longer current")
-    report.failed = len(failures)
-    report.failed_ids = list(failures)
-    report.errors = dict(list(failures.items())[:10])
     report.collection_size = store.count(strategy)
     report.seconds = time.perf_counter() - started
-    report.chunks_per_second = report.inserted / report.seconds if report.seconds > 0 else 0.0
     log(f"{strategy}: inserted {report.inserted}, deleted {report.deleted}, unchanged {report.unchanged}, "
-        f"failed {report.failed}; collection holds {report.collection_size} ({report.seconds:.1f}s)")
-    if failures and raise_on_failure:
+        f"failed {len(failures)}; collection holds {report.collection_size} ({report.seconds:.1f}s)")
+    if failures:
         raise StoreError(failure_message(store.collection_name(strategy), failures))
     return report
 
@@ -144,20 +127,6 @@ def _embed(embedder: Embedder, cache: EmbeddingCache | None, batch: list[Chunk],
     report.cache_hits += hits
     report.embedded += len(texts) - hits
     return vectors
-
-
-def _timed_write(store: WeaviateStore, strategy: str, batch: list[Chunk],
-                 vectors: np.ndarray) -> tuple[WriteResult, float]:
-    t0 = time.perf_counter()
-    result = store.write_chunks(strategy, batch, vectors)
-    return result, time.perf_counter() - t0
-
-
-def _collect(pending: Future[tuple[WriteResult, float]], report: VectorSyncReport, failures: dict[str, str]) -> None:
-    result, seconds = pending.result()  # re-raises a StoreError from the writer thread here
-    report.inserted += result.written
-    report.write_seconds += seconds
-    failures.update(result.failed)
 
 
 def check_vectors(store: WeaviateStore, strategy: str, chunk_ids: set[str], dimension: int) -> dict[str, Any]:

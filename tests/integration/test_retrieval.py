@@ -61,8 +61,7 @@ def _index(settings: Settings, models, name: str, documents: list[Document], chu
         cache = EmbeddingCache(settings.artifacts_dir / "embedding_cache")
         for chunking in chunkings:
             chunks = get_chunker(chunking).chunk_many(documents)
-            report = sync_vectors(vectors, embedder, chunking, chunks, cache=cache)
-            assert report.failed == 0
+            sync_vectors(vectors, embedder, chunking, chunks, cache=cache)
             if chunking in graph_for:
                 sync_graph(graph, EntityExtractor(nlp), chunking, chunks)
         rag = Ragloom(ns, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp)

@@ -74,7 +74,7 @@ def test_ingest_reingest_edit_delete(store, documents, chunker, embedder, tmp_pa
 
     # 1. ingest, in small batches so several writes overlap with embedding
     first = sync_vectors(store, embedder, STRATEGY, chunks, cache=cache, batch_size=7, log=logs.append)
-    assert (first.inserted, first.deleted, first.unchanged, first.failed) == (len(chunks), 0, 0, 0)
+    assert (first.inserted, first.deleted, first.unchanged) == (len(chunks), 0, 0)
     assert first.embedded == len(chunks) and first.cache_hits == 0
     assert first.collection_size == len(chunks)
     assert store.chunk_index(STRATEGY) == {c.chunk_id: c.document_id for c in chunks}
@@ -159,13 +159,12 @@ def test_failed_objects_are_named_and_the_rest_written(store, documents, chunker
     with pytest.raises(StoreError, match=bad.chunk_id):
         sync_vectors(store, broken, STRATEGY, chunks, batch_size=2)
     assert set(store.chunk_index(STRATEGY)) == {c.chunk_id for c in chunks} - {bad.chunk_id}
-    report = sync_vectors(store, broken, STRATEGY, chunks, raise_on_failure=False)
-    assert (report.failed, report.failed_ids, report.inserted) == (1, [bad.chunk_id], 0)
-    assert "NaN" in report.errors[bad.chunk_id]
+    with pytest.raises(StoreError, match=rf"^1 object\(s\) .*: {bad.chunk_id}: .*NaN"):  # the rerun retries it
+        sync_vectors(store, broken, STRATEGY, chunks)
     check = check_vectors(store, STRATEGY, {c.chunk_id for c in chunks}, embedder.dimension)
     assert not check["ok"] and check["missing_sample"] == [bad.chunk_id] and check["extra"] == 0
     healed = sync_vectors(store, embedder, STRATEGY, chunks)  # the next run with a sound model fills the gap
-    assert healed.inserted == 1 and healed.failed == 0
+    assert healed.inserted == 1 and healed.unchanged == len(chunks) - 1
 
 
 def test_check_vectors_sees_extra_chunks_and_wrong_dimension(store, documents, chunker, embedder):
