@@ -12,7 +12,7 @@ from assets._metadata import markdown_table
 from pipelines._launchpad import inside
 from ragloom.errors import ConfigError
 from ragloom.settings import REPO_ROOT
-from ragloom.types import Scope
+from ragloom.types import HEADING_SEPARATOR, Scope
 from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, query_settings
 
 
@@ -71,7 +71,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
             for item in result.items:
                 rows.append({"query": q, "rank": item.rank, "score": round(item.score, 4),
                              "document_id": item.document_id, "chunk_id": item.chunk_id,
-                             "heading_path": " > ".join(item.heading_path), "text": item.text,
+                             "heading_path": HEADING_SEPARATOR.join(item.heading_path), "text": item.text,
                              "strategy": result.metadata.get("strategy"),
                              "fallbacks": ",".join(result.metadata.get("fallbacks", []))})
     frame = pd.DataFrame(rows)

@@ -8,6 +8,7 @@ import sys
 
 from ragloom.errors import RagloomError
 from ragloom.settings import Settings
+from ragloom.types import HEADING_SEPARATOR
 
 
 def _cmd_stack(args: argparse.Namespace) -> int:
@@ -76,7 +77,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     if meta.get("abstained"):
         print(f"abstained: {meta.get('abstain_reason')}")
     for item in result.items:
-        where = " > ".join(item.heading_path) or item.metadata.get("title", "")
+        where = HEADING_SEPARATOR.join(item.heading_path) or item.metadata.get("title", "")
         text = " ".join(item.text.split())
         print(f"{item.rank:>2}. [{item.score:.3f}] {item.document_id}  {where}")
         print(f"    {text[:300]}{'...' if len(text) > 300 else ''}")

@@ -10,6 +10,8 @@ from typing import Any
 from ragloom.errors import ScopeError
 
 SHARED_SCOPE = "__shared__"
+HEADING_SEPARATOR = " > "  # between the titles of a heading path, wherever one is written as text
+COOCCURS = "CO_OCCURS"  # the relation type of two entities named in one chunk
 
 # Where long operations report progress: print, a Dagster logger's info, a list's append.
 Log = Callable[[str], None]
@@ -152,7 +154,7 @@ class Mention:
 class Relation:
     source_id: str
     target_id: str
-    type: str  # CO_OCCURS or a verb lemma
+    type: str  # COOCCURS or a verb lemma
     chunk_id: str  # evidence
     weight: int = 1
 

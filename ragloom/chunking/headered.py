@@ -6,9 +6,7 @@ from typing import Any
 
 from ragloom.chunking.base import DEFAULT_CHUNK_SIZE, Chunker, HeadingIndex, Span, register_chunker
 from ragloom.chunking.tokens import TokenCounter
-from ragloom.types import Document
-
-PATH_SEPARATOR = " > "
+from ragloom.types import HEADING_SEPARATOR, Document
 
 
 @register_chunker("headered")
@@ -42,5 +40,5 @@ class HeaderedChunker(Chunker):
     def prefix(self, heading_path: list[str]) -> str:
         if not self.heading_prefix or not heading_path:
             return ""
-        path = self.counter.truncate(PATH_SEPARATOR.join(heading_path), self.chunk_size // 2)
+        path = self.counter.truncate(HEADING_SEPARATOR.join(heading_path), self.chunk_size // 2)
         return f"{path}\n\n" if path else ""

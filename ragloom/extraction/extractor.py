@@ -18,7 +18,7 @@ from ragloom.errors import ConfigError
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse, load_nlp
 from ragloom.extraction.resolution import EntityResolver, KnownEntity, Resolution
 from ragloom.settings import usable_cpus
-from ragloom.types import Chunk, Entity, Log, Mention, Relation
+from ragloom.types import COOCCURS, Chunk, Entity, Log, Mention, Relation
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 DEFAULT_ENTITY_TYPES = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW",
                         "LANGUAGE")
 NUMERIC_ENTITY_TYPES = ("DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL")
-COOCCURS = "CO_OCCURS"
 MAX_AUTO_PROCESSES = 4
 # extract_waves: waves of at least this many chunks, at most this many waves (resolution re-reads every
 # known entity per wave).

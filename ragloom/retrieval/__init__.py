@@ -2,12 +2,14 @@
 
 from ragloom.retrieval.base import (
     POSTPROCESS_DEFAULTS,
+    POSTPROCESS_OPTIONS,
     RetrievalContext,
     Retriever,
     SearchRequest,
     available_strategies,
     get_retriever,
     register_retrieval_strategy,
+    strategy_class,
 )
 from ragloom.retrieval.bm25 import BM25Retriever
 from ragloom.retrieval.dense import DenseRetriever
@@ -16,16 +18,19 @@ from ragloom.retrieval.fusion import fuse, rrf, weighted
 from ragloom.retrieval.graph_rag import GraphRagRetriever
 from ragloom.retrieval.hierarchical import HierarchicalRetriever
 from ragloom.retrieval.hybrid import HybridRetriever
+from ragloom.retrieval.options import Option
 from ragloom.retrieval.postprocess import Citation, assemble_context, lost_in_the_middle, remove_near_duplicates
 
 __all__ = [
     "POSTPROCESS_DEFAULTS",
+    "POSTPROCESS_OPTIONS",
     "BM25Retriever",
     "Citation",
     "DenseRetriever",
     "GraphRagRetriever",
     "HierarchicalRetriever",
     "HybridRetriever",
+    "Option",
     "RetrievalContext",
     "Retriever",
     "SearchRequest",
@@ -39,6 +44,7 @@ __all__ = [
     "register_retrieval_strategy",
     "remove_near_duplicates",
     "rrf",
+    "strategy_class",
     "to_weaviate",
     "weighted",
 ]

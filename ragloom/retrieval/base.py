@@ -17,6 +17,7 @@ from ragloom.errors import FilterError, RagloomError, RetrievalError, StoreError
 from ragloom.retrieval import fusion
 from ragloom.retrieval import postprocess as pp
 from ragloom.retrieval.filters import Node, bind, build_where, parse_filters
+from ragloom.retrieval.options import Option, check_options
 from ragloom.types import RetrievalResult, RetrievedItem, Scope
 
 log = logging.getLogger(__name__)
@@ -25,14 +26,17 @@ MAX_K = 200
 MAX_QUERY_CHARS = 4000
 
 # Options every strategy accepts: post-processing, applied by Retriever.search after the strategy ran.
-POSTPROCESS_DEFAULTS: dict[str, Any] = {
-    "dedup": True,  # drop items whose vector has cosine >= dedup_threshold with a better-ranked item
-    "dedup_threshold": pp.DEFAULT_DEDUP_THRESHOLD,
-    "abstain": True,  # return no items when the best dense cosine is below abstain_floor
-    "abstain_floor": pp.DEFAULT_ABSTAIN_FLOOR,
-    "reorder": False,  # lost-in-the-middle order (best at both ends); ranks still say relevance
-    "keep_vectors": False,  # leave each item's vector in metadata["vector"]
+POSTPROCESS_OPTIONS: dict[str, Option] = {
+    "dedup": Option(True, help="drop items whose vector has cosine >= dedup_threshold with a better-ranked item"),
+    "dedup_threshold": Option(pp.DEFAULT_DEDUP_THRESHOLD, min=0.0, max=1.0, exclusive_min=True,
+                              help="cosine at which two items count as near-duplicates"),
+    "abstain": Option(True, help="return no items when the best dense cosine is below abstain_floor"),
+    "abstain_floor": Option(pp.DEFAULT_ABSTAIN_FLOOR, min=-1.0, max=1.0,
+                            help="the sufficiency floor on the best item's cosine to the query"),
+    "reorder": Option(False, help="lost-in-the-middle order (best at both ends); ranks still say relevance"),
+    "keep_vectors": Option(False, help="leave each item's vector in metadata[\"vector\"]"),
 }
+POSTPROCESS_DEFAULTS: dict[str, Any] = {name: option.default for name, option in POSTPROCESS_OPTIONS.items()}
 
 
 class RetrievalContext:
@@ -153,37 +157,18 @@ class SearchRequest:
 Expand = Callable[["Retriever", SearchRequest, dict[str, Any], list[RetrievedItem]], dict[str, list[RetrievedItem]]]
 
 
-def _check_option(owner: str, name: str, value: Any, default: Any) -> Any:
-    if default is None:  # free-form option (e.g. weights): the strategy validates it
-        return value
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    elif isinstance(default, tuple):
-        ok = isinstance(value, (list, tuple))
-        value = tuple(value) if ok else value
-    else:
-        ok = isinstance(value, type(default))
-    if not ok:
-        raise RetrievalError(f"{owner}: option {name}={value!r} should be {type(default).__name__}")
-    return value
-
-
 class Retriever(ABC):
     """Subclasses implement ``get_search_results``; ``search`` validates input, builds the scope filter,
     times stages, post-processes, ranks and fills the result's metadata.
 
-    Strategy options are the class's ``defaults`` (documented there), overridable at construction and per
-    search; post-processing options (``POSTPROCESS_DEFAULTS``) are accepted by every strategy.
+    Strategy options are the class's ``declared_options`` (each an ``Option`` with its default, allowed
+    values and help), overridable at construction and per search and checked once here; post-processing
+    options (``POSTPROCESS_OPTIONS``) are accepted by every strategy.
     """
 
     name: ClassVar[str] = ""
     default_chunking: ClassVar[str] = "recursive"
-    defaults: ClassVar[dict[str, Any]] = {}
+    declared_options: ClassVar[dict[str, Option]] = {}
 
     def __init__(self, context: RetrievalContext, chunking: str | None = None, **options: Any) -> None:
         self.context = context
@@ -274,14 +259,19 @@ class Retriever(ABC):
                 item.metadata.pop("vector", None)
         return [*pinned, *ranked], extra
 
+    @classmethod
+    def all_options(cls) -> dict[str, Option]:
+        """Every option this strategy accepts: its own, then post-processing."""
+        return {**cls.declared_options, **POSTPROCESS_OPTIONS}
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` checked against the declarations (a RetrievalError names the option and what it takes)."""
+        return check_options(cls.name, cls.all_options(), options)
+
     def _options(self, base: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
-        allowed = {**POSTPROCESS_DEFAULTS, **self.defaults}
-        out = {**allowed, **base}
-        for name, value in given.items():
-            if name not in allowed:
-                raise RetrievalError(f"{self.name}: unknown option {name!r}; options: {', '.join(sorted(allowed))}")
-            out[name] = _check_option(self.name, name, value, allowed[name])
-        return out
+        defaults = {name: option.default for name, option in self.all_options().items()}
+        return {**defaults, **base, **self.check_options(given)}
 
 
 def _check_query(query: Any) -> str:
@@ -345,6 +335,14 @@ def available_strategies() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def strategy_class(name: str) -> type[Retriever]:
+    """The registered class for ``name``; an unknown name is an error listing the registered ones."""
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise RetrievalError(f"unknown retrieval strategy {name!r}; choose from {', '.join(available_strategies())}")
+    return cls
+
+
 def get_retriever(name: str, context: RetrievalContext, chunking: str | None = None, **options: Any) -> Retriever:
     """The registered strategy ``name``; an unknown name gives ``dense`` with a warning in every result.
 
@@ -354,7 +352,7 @@ def get_retriever(name: str, context: RetrievalContext, chunking: str | None = N
     if cls is not None:
         return cls(context, chunking=chunking, **options)
     fallback = _REGISTRY[FALLBACK_STRATEGY]
-    known = {**POSTPROCESS_DEFAULTS, **fallback.defaults}
+    known = fallback.all_options()
     dropped = sorted(set(options) - set(known))
     warning = (f"unknown retrieval strategy {name!r} (available: {', '.join(available_strategies())}); "
                f"used {FALLBACK_STRATEGY}" + (f", ignoring options {dropped}" if dropped else ""))

@@ -13,7 +13,5 @@ from ragloom.types import RetrievedItem
 class BM25Retriever(Retriever):
     """Weaviate BM25; ``score`` and ``lane_scores["bm25"]`` are BM25 scores (unbounded)."""
 
-    defaults: dict[str, Any] = {}
-
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
         return lanes.bm25(request, self.chunking, request.fetch_k)

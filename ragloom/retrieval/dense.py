@@ -13,7 +13,5 @@ from ragloom.types import RetrievedItem
 class DenseRetriever(Retriever):
     """Weaviate near-vector search; ``score`` and ``lane_scores["dense"]`` are cosine similarities."""
 
-    defaults: dict[str, Any] = {}
-
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
         return lanes.dense(request, self.chunking, request.fetch_k)

@@ -13,6 +13,7 @@ from ragloom.errors import RetrievalError
 from ragloom.types import RetrievedItem
 
 DEFAULT_RRF_K = 60
+METHODS = ("rrf", "weighted")
 
 
 def _merge(lists: Mapping[str, Sequence[RetrievedItem]]) -> dict[str, RetrievedItem]:
@@ -106,4 +107,4 @@ def fuse(lists: Mapping[str, Sequence[RetrievedItem]], method: str = "rrf", k: i
         return rrf(lists, k=k, rrf_k=rrf_k, weights=weights)
     if method == "weighted":
         return weighted(lists, k=k, weights=weights)
-    raise RetrievalError(f"unknown fusion method {method!r}; use rrf or weighted")
+    raise RetrievalError(f"unknown fusion method {method!r}; use {' or '.join(METHODS)}")

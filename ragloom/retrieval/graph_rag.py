@@ -7,16 +7,17 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ragloom.errors import RagloomError, RetrievalError
+from ragloom.errors import RagloomError
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
 from ragloom.retrieval.hybrid import HybridRetriever
+from ragloom.retrieval.options import Option
 from ragloom.retrieval.postprocess import GRAPH_SOURCE, dense_cosine
-from ragloom.types import RetrievedItem, sha256_hex
+from ragloom.stores.cypher import MAX_WALK_HOPS
+from ragloom.types import COOCCURS, RetrievedItem, sha256_hex
 
 log = logging.getLogger(__name__)
 
-MAX_HOPS = 3  # hard cap: beyond it a walk reaches most of any real graph
 
 
 @register_retrieval_strategy("graph_rag")
@@ -34,32 +35,30 @@ class GraphRagRetriever(Retriever):
     so the subgraph never carries names from another scope's documents.
     """
 
-    defaults: dict[str, Any] = {
-        "max_hops": 1,  # MuSiQue R@10: 1 hop 0.700, 2 hops 0.688 (hybrid 0.665)
-        "relation_types": (),  # e.g. ("CO_OCCURS", "found"); empty = every type
-        "seed_limit": 5,  # full-text hits per lookup
-        "seed_min_ratio": 0.5,  # full-text hits scoring under this share of the best are dropped
-        "max_seeds": 10,
-        "walk_limit": 200,  # relations followed at most
-        "graph_chunk_limit": 50,  # chunks taken from the graph lane
-        "graph_order": "cosine",  # order of the graph lane: cosine (to the query) | graph (the store's score)
-        "graph_weight": 1.0,  # RRF weight of the graph lane (the vector lane has 1)
-        "vector_lane": "hybrid",  # dense | hybrid
-        "alpha": 0.5,
-        "fusion_type": "relative_score",
-        "lane_multiplier": 3,
-        "rrf_k": 60,
-        "graph_context": True,  # prepend the subgraph context item
-        "context_edges": 30,  # edges written into it at most
+    declared_options: dict[str, Option] = {
+        "max_hops": Option(1, min=1, max=MAX_WALK_HOPS,  # MuSiQue R@10: 1 hop 0.700, 2 hops 0.688 (hybrid 0.665)
+                           help="relations walked from the seed entities"),
+        "relation_types": Option((), kind=tuple, help=f"relation types walked, e.g. [{COOCCURS}, found]; [] = all"),
+        "seed_limit": Option(5, min=1, help="full-text hits per seed lookup"),
+        "seed_min_ratio": Option(0.5, min=0.0, max=1.0,
+                                 help="full-text seed hits scoring under this share of the best are dropped"),
+        "max_seeds": Option(10, min=1, help="seed entities at most"),
+        "walk_limit": Option(200, min=1, help="relations followed at most"),
+        "graph_chunk_limit": Option(50, min=1, help="chunks taken from the graph lane"),
+        "graph_order": Option("cosine", choices=("cosine", "graph"),
+                              help="order of the graph lane: cosine to the query, or the store's graph score"),
+        "graph_weight": Option(1.0, min=0.0, help="RRF weight of the graph lane (the vector lane has 1)"),
+        "vector_lane": Option("hybrid", choices=("dense", "hybrid"), help="the vector lane fused with the graph"),
+        "alpha": Option(0.5, min=0.0, max=1.0, help="vector_lane=hybrid: 0 = BM25 only, 1 = vector only"),
+        "fusion_type": Option("relative_score", choices=lanes.HYBRID_FUSION_TYPES,
+                              help="vector_lane=hybrid: how Weaviate fuses its BM25 and vector scores"),
+        "lane_multiplier": Option(3, min=1, help="the vector lane fetches k x this many candidates"),
+        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, help="the k in weight / (rrf_k + rank) fusing the two lanes"),
+        "graph_context": Option(True, help="prepend the visited subgraph as a context item (rank 0)"),
+        "context_edges": Option(30, min=1, help="edges written into the context item at most"),
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
-        if not 1 <= options["max_hops"] <= MAX_HOPS:
-            raise RetrievalError(f"graph_rag: max_hops={options['max_hops']} must be between 1 and {MAX_HOPS}")
-        if options["vector_lane"] not in ("dense", "hybrid"):
-            raise RetrievalError(f"graph_rag: vector_lane={options['vector_lane']!r}; use dense or hybrid")
-        if options["graph_order"] not in ("cosine", "graph"):
-            raise RetrievalError(f"graph_rag: graph_order={options['graph_order']!r}; use cosine or graph")
         graph, why = self.context.graph()
         if graph is None:
             return self._fallback(request, options, why)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragloom.errors import RetrievalError
 from ragloom.retrieval import lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
 from ragloom.retrieval.filters import Condition
+from ragloom.retrieval.options import Option
 from ragloom.types import RetrievedItem
 
 MAX_LEVELS = 8
@@ -44,28 +44,28 @@ class HierarchicalRetriever(Retriever):
     """
 
     default_chunking = "hierarchical"
-    defaults: dict[str, Any] = {
-        "start_level": 1,  # 0 would rank whole documents first
-        "coarse_k": 20,
-        "level_top_k": (),  # per level from start_level, e.g. (10, 30)
-        "level_min_score": (),  # per level from start_level
-        "min_score": 0.0,
-        "leaf_level": -1,  # -1: find it (deepest level present), once per collection
-        "leaf_multiplier": 3,
-        "lane": "dense",  # dense | hybrid for every level
-        "alpha": 0.5,
-        "auto_merge": True,
-        "merge_threshold": 0.5,
-        "expand": "none",  # none | parent | document
+    declared_options: dict[str, Option] = {
+        "start_level": Option(1, min=0, max=MAX_LEVELS - 1,
+                              help="the first level searched (0 would rank whole documents first)"),
+        "coarse_k": Option(20, min=1, help="chunks kept per level above the leaves"),
+        "level_top_k": Option((), kind=tuple, of=int, min=1,
+                              help="chunks kept per level from start_level, e.g. [10, 30]; else coarse_k"),
+        "level_min_score": Option((), kind=tuple, of=float,
+                                  help="score floor per level from start_level; else min_score"),
+        "min_score": Option(0.0, help="a coarse chunk scoring under this is dropped"),
+        "leaf_level": Option(-1, min=-1, max=MAX_LEVELS - 1,
+                             help="the leaf level; -1 finds it (the deepest level present), once per collection"),
+        "leaf_multiplier": Option(3, min=1, help="the leaves are searched for k x this many candidates"),
+        "lane": Option("dense", choices=("dense", "hybrid"), help="the lane every level is searched with"),
+        "alpha": Option(0.5, min=0.0, max=1.0, help="lane=hybrid: 0 = BM25 only, 1 = vector only"),
+        "auto_merge": Option(True, help="replace children covering merge_threshold of a parent by the parent"),
+        "merge_threshold": Option(0.5, min=0.0, max=1.0, exclusive_min=True,
+                                  help="share of a parent's text its retrieved children must cover to merge"),
+        "expand": Option("none", choices=EXPAND_MODES,
+                         help="return each hit's parent, or its whole document (level 0), instead of the hit"),
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
-        if options["lane"] not in ("dense", "hybrid"):
-            raise RetrievalError(f"hierarchical: lane={options['lane']!r}; use dense or hybrid")
-        if options["expand"] not in EXPAND_MODES:
-            raise RetrievalError(f"hierarchical: expand={options['expand']!r}; use {', '.join(EXPAND_MODES)}")
-        if not 0.0 < options["merge_threshold"] <= 1.0:
-            raise RetrievalError(f"hierarchical: merge_threshold={options['merge_threshold']} must be in (0, 1]")
         leaf = options["leaf_level"] if options["leaf_level"] >= 0 else self._leaf_level(request)
         start = options["start_level"]
         kept: dict[int, dict[str, RetrievedItem]] = {}  # level -> chunk id -> item, the coarse levels kept

@@ -8,6 +8,7 @@ from typing import Any
 from ragloom.errors import RetrievalError
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
+from ragloom.retrieval.options import Option
 from ragloom.types import RetrievedItem
 
 
@@ -20,15 +21,18 @@ class HybridRetriever(Retriever):
     each lane's own score in ``lane_scores``.
     """
 
-    defaults: dict[str, Any] = {
-        "alpha": 0.5,  # native: 0 = BM25 only, 1 = vector only
-        "fusion_type": "relative_score",  # native: relative_score | ranked
-        "client_fusion": False,
-        "lanes": ("dense", "bm25"),  # client fusion: any of dense, bm25, hybrid
-        "fusion": "rrf",  # client fusion: rrf | weighted
-        "rrf_k": 60,
-        "weights": None,  # client fusion: {lane: weight}, default 1 each
-        "lane_multiplier": 3,
+    declared_options: dict[str, Option] = {
+        "alpha": Option(0.5, min=0.0, max=1.0, help="native hybrid: 0 = BM25 only, 1 = vector only"),
+        "fusion_type": Option("relative_score", choices=lanes.HYBRID_FUSION_TYPES,
+                              help="native hybrid: how Weaviate fuses its BM25 and vector scores"),
+        "client_fusion": Option(False, help="run the lanes separately and fuse them here instead of natively"),
+        "lanes": Option(("dense", "bm25"), choices=lanes.LANES, min_items=1,
+                        help="client fusion: the lanes to run, each once"),
+        "fusion": Option("rrf", choices=fusion.METHODS,
+                         help="client fusion: reciprocal rank (rrf) or weighted min-max of lane scores"),
+        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, help="client fusion: the k in weight / (rrf_k + rank)"),
+        "weights": Option(None, kind=dict, help="client fusion: {lane: weight >= 0}, 1 for a lane not named"),
+        "lane_multiplier": Option(3, min=1, help="client fusion: each lane fetches k x this many candidates"),
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
@@ -41,10 +45,6 @@ class HybridRetriever(Retriever):
 def fuse_lanes(request: SearchRequest, collection: str, lane_names: tuple[str, ...], k: int,
                options: Mapping[str, Any]) -> list[RetrievedItem]:
     """Run each lane for ``k * lane_multiplier`` candidates and fuse them (client side)."""
-    if not lane_names or len(set(lane_names)) != len(lane_names):
-        raise RetrievalError(f"hybrid: lanes={list(lane_names)} must be distinct names from {', '.join(lanes.LANES)}")
-    if options["lane_multiplier"] < 1:
-        raise RetrievalError(f"hybrid: lane_multiplier={options['lane_multiplier']} must be >= 1")
     weights = options["weights"]
     if weights is not None and (not isinstance(weights, Mapping) or set(weights) - set(lane_names)):
         raise RetrievalError(f"hybrid: weights={weights!r} must map some of the lanes {list(lane_names)} to numbers")

@@ -38,10 +38,6 @@ def bm25(request: SearchRequest, collection: str, k: int, *extra: Node | None) -
 
 def hybrid(request: SearchRequest, collection: str, k: int, *extra: Node | None, alpha: float = 0.5,
            fusion_type: str = "relative_score") -> list[RetrievedItem]:
-    if not 0.0 <= alpha <= 1.0:
-        raise RetrievalError(f"hybrid: alpha={alpha} must be between 0 (keyword only) and 1 (vector only)")
-    if fusion_type not in HYBRID_FUSION_TYPES:
-        raise RetrievalError(f"hybrid: fusion_type={fusion_type!r}; use {' or '.join(HYBRID_FUSION_TYPES)}")
     vector = request.vector()
     where = request.where(*extra)
     request.lane("hybrid")
@@ -52,7 +48,7 @@ def hybrid(request: SearchRequest, collection: str, k: int, *extra: Node | None,
 
 def run(lane: str, request: SearchRequest, collection: str, k: int, *extra: Node | None, alpha: float = 0.5,
         fusion_type: str = "relative_score") -> list[RetrievedItem]:
-    """One lane by name."""
+    """One lane by name (``alpha`` and ``fusion_type`` were checked against the strategy's declared options)."""
     if lane == "dense":
         return dense(request, collection, k, *extra)
     if lane == "bm25":

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ragloom.types import RetrievalResult, RetrievedItem
+from ragloom.types import HEADING_SEPARATOR, RetrievalResult, RetrievedItem
 
 DEFAULT_DEDUP_THRESHOLD = 0.92
 # The issue proposed 0.5. On SciFact (809 answerable claims, all-MiniLM-L6-v2, recursive chunks) the best
@@ -118,7 +118,7 @@ def assemble_context(result: RetrievalResult | Sequence[RetrievedItem], token_bu
     separator = 2  # the blank line between passages, a generous bound in any tokenizer
     for item in items:
         number = len(citations) + 1
-        label = " > ".join(item.heading_path) or item.metadata.get("title", "") or item.document_id
+        label = HEADING_SEPARATOR.join(item.heading_path) or item.metadata.get("title", "") or item.document_id
         block = f"[{number}] {label}\n{item.text.strip()}"
         cost = count_tokens(block) + (separator if blocks else 0)
         if used + cost > token_budget:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragloom.types import COOCCURS
+
 Query = tuple[str, dict[str, Any]]
 
 FULLTEXT_INDEX = "ragloom_entity_names"
-MAX_WALK_HOPS = 3
+MAX_WALK_HOPS = 3  # hard cap: beyond it a walk reaches most of any real graph
 
 # Uniqueness is per namespace: composite keys (ns, id). Community 5.26 accepts these.
 SCHEMA: tuple[str, ...] = (
@@ -397,7 +399,7 @@ def chunks_for_entities(ns: str, entity_ids: list[str], strategy: str, scope_pat
                                  "limit": int(limit)}
 
 
-def stats(ns: str, cooccurs: str = "CO_OCCURS") -> Query:
+def stats(ns: str, cooccurs: str = COOCCURS) -> Query:
     return STATS, {"ns": ns, "cooccurs": cooccurs}
 
 

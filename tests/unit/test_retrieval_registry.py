@@ -14,6 +14,7 @@ import pytest
 from ragloom.errors import FilterError, RetrievalError
 from ragloom.retrieval import (
     DenseRetriever,
+    Option,
     RetrievalContext,
     Retriever,
     SearchRequest,
@@ -33,7 +34,8 @@ def unit(*values: float) -> list[float]:
 class FixedRetriever(Retriever):
     """Returns the items it was given, and remembers the request it saw."""
 
-    defaults: dict[str, Any] = {"items": None, "boost": 1.0}
+    declared_options: dict[str, Option] = {"items": Option(None, kind=tuple, of=object, help="items to return"),
+                                           "boost": Option(1.0, help="multiplies every score")}
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
         self.seen = request
