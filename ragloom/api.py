@@ -152,7 +152,7 @@ class Ragloom:
                        {n: dict(o) for n, o in (transform_options or {}).items()}) as expansion:
             # the first pass and the model's transforms overlap; reformulate runs first (it changes the query)
             query = expansion.rewrite(text) if any(t.phase == "rewrite" for t in expansion.transforms) else text
-            result = retriever.search(query, k=k, filters=filters, scope=scope, expand=expansion)
+            result = retriever.search(query, k=k, filters=filters, scope=scope, expansion=expansion)
         result.metadata["transform_tokens"] = dict(zip(("in", "out"), expansion.tokens, strict=True))
         return result
 

@@ -4,7 +4,7 @@ to ``Retriever.search``, which fuses them with the first pass by RRF before post
 
     expansion = Expansion(["hyde", "multi_query"], llm, timeout=30)
     query = expansion.rewrite(question)
-    result = retriever.search(query, k=5, expand=expansion)   # result.metadata["transforms"], ["generated_queries"]
+    result = retriever.search(query, k=5, expansion=expansion)   # result.metadata["transforms"], ["generated_queries"]
 """
 
 from __future__ import annotations

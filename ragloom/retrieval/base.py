@@ -188,8 +188,9 @@ class Retriever(ABC):
 
     # the template -------------------------------------------------------------------------------------
     def search(self, query: str, k: int = 5, filters: Mapping[str, Any] | str | None = None,
-               scope: Scope | str | None = None, expand: Expand | None = None, **options: Any) -> RetrievalResult:
-        """``expand`` (query transforms, ragloom.llm.expand) is called with the first pass's items and returns
+               scope: Scope | str | None = None, expansion: Expand | None = None, **options: Any
+               ) -> RetrievalResult:
+        """``expansion`` (query transforms, ragloom.llm.expand) is called with the first pass's items and returns
         more ranked lists (one per generated query); all are fused by RRF before post-processing."""
         started = time.perf_counter()
         query = _check_query(query)
@@ -205,8 +206,8 @@ class Retriever(ABC):
             fallbacks=list(self.fallbacks),
         )
         items = self.get_search_results(request, **opts)
-        if expand is not None:
-            more = expand(self, request, opts, items)
+        if expansion is not None:
+            more = expansion(self, request, opts, items)
             if more:
                 with request.stage("transform_fusion"):
                     items = fusion.rrf({"query": items, **more}, k=request.fetch_k)
