@@ -25,6 +25,12 @@ class QueryConfig(Config):
     filters: str = Field(default="", description='Metadata filter as JSON, e.g. {"status": "published"}')
     scope: str = Field(default="", description="Scope path tenant/user/chat[/agent]; empty = shared only")
     chunking: str = Field(default="recursive", description="Which chunking strategy's collection to query")
+    transforms: str = Field(default="", description="Query transforms, comma-separated: reformulate, multi_query, "
+                                                    "hyde, step_back, decompose, prf (model ones need RAGLOOM_LLM_*)")
+    answer: bool = Field(default=False, description="Also answer each query with citations (RAGLOOM_LLM_*; with no "
+                                                    "model configured the answer says so)")
+    generation: str = Field(default="simple", description="Answers: simple | cot | reflect")
+    use_cache: bool = Field(default=True, description="Answers: read and write the answer cache")
 
 
 def _load_queries(config: QueryConfig, artifacts: ArtifactStore) -> list[str]:
@@ -61,19 +67,43 @@ def _load_queries(config: QueryConfig, artifacts: ArtifactStore) -> list[str]:
 def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: WeaviateResource, neo4j: Neo4jResource,
                 embedder: EmbedderResource, nlp: NlpResource, artifacts: ArtifactStore) -> Output[str]:
     from ragloom.api import Ragloom
+    from ragloom.llm import check_names
 
     queries = _load_queries(config, artifacts)
-    rows = []
+    transforms = [t.strip() for t in config.transforms.split(",") if t.strip()]
+    check_names(transforms, config.generation if config.answer else None)
+    rows, answers = [], []
     with Ragloom.from_settings(query_settings(weaviate, neo4j, embedder, nlp)) as rag:
         for q in queries:
+            if config.answer:
+                reply = rag.ask(q, strategy=config.strategy, k=config.k, filters=config.filters or None,
+                                scope=Scope.from_path(config.scope), chunking=config.chunking, transforms=transforms,
+                                generation=config.generation, use_cache=config.use_cache)
+                answers.append({"query": q, "answer": reply.answer, "message": reply.message,
+                                "abstained": reply.abstained, "confidence": reply.confidence, "cached": reply.cached,
+                                "uncited": reply.uncited, "tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out,
+                                "latency_ms": reply.latency_ms.get("total"),
+                                "citations": json.dumps([c.__dict__ for c in reply.citations])})
+                context.log.info(f"answered {q!r}: {len(reply.citations)} citation(s), confidence "
+                                 f"{reply.confidence}, {reply.message or 'ok'}")
+                continue
             result = rag.query(q, strategy=config.strategy, k=config.k, filters=config.filters or None,
-                               scope=Scope.from_path(config.scope), chunking=config.chunking)
+                               scope=Scope.from_path(config.scope), chunking=config.chunking,
+                               transforms=transforms)
             for item in result.items:
                 rows.append({"query": q, "rank": item.rank, "score": round(item.score, 4),
                              "document_id": item.document_id, "chunk_id": item.chunk_id,
                              "heading_path": HEADING_SEPARATOR.join(item.heading_path), "text": item.text,
                              "strategy": result.metadata.get("strategy"),
                              "fallbacks": ",".join(result.metadata.get("fallbacks", []))})
+    if config.answer:
+        frame = pd.DataFrame(answers)
+        path = artifacts.write(artifacts.run_name("query_answers", context.run_id), frame)
+        path.with_suffix(".json").write_text(frame.to_json(orient="records", indent=1))
+        return Output(str(path), metadata={"queries": len(queries), "answers": len(frame), "parquet": str(path),
+                                           "answers_table": markdown_table(answers, ["query", "answer", "confidence",
+                                                                                     "cached", "message"], limit=50),
+                                           "config": MetadataValue.json(config.model_dump())})
     frame = pd.DataFrame(rows)
     path = artifacts.write(artifacts.run_name("query_results", context.run_id), frame)
     path.with_suffix(".json").write_text(frame.to_json(orient="records", indent=1))

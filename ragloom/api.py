@@ -170,10 +170,11 @@ class Ragloom:
         (nothing is cached then).
         """
         from ragloom.chunking.tokens import get_token_counter
-        from ragloom.llm import AnswerOptions
+        from ragloom.llm import AnswerOptions, check_names
         from ragloom.llm import answer as answer_question
 
         s = self.settings
+        check_names(transforms or (), generation or s.llm_generation)
         opts = AnswerOptions(generation=generation or s.llm_generation, max_tokens=s.llm_max_tokens,
                              temperature=s.llm_temperature, token_budget=token_budget or s.llm_context_tokens,
                              generation_options=dict(generation_options or {}), use_cache=use_cache)

@@ -92,6 +92,9 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     parse_filters(args.filter or None)
     scope = Scope.from_path(args.scope)
     transforms = [t.strip() for t in args.transforms.split(",") if t.strip()] if args.transforms is not None else None
+    from ragloom.llm import check_names
+
+    check_names(transforms or (), args.generation)
     streamed = []
 
     def show(piece: str) -> None:

@@ -33,7 +33,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     report = evaluate(args.dataset, names(args.strategies), names(args.chunking), settings,
                       namespace=args.namespace or None, max_queries=args.max_queries, corpus_limit=args.corpus_limit,
                       depth=args.depth, seed=args.seed, resamples=args.resamples, query_options=options,
-                      baselines=not args.no_baselines)
+                      baselines=not args.no_baselines, transforms=names(args.transforms))
     print(report.table())
     paths = report.write(Path(args.out) if args.out else Path("eval_results"))
     print("\nwritten: " + "  ".join(str(p) for p in paths.values()))
@@ -57,6 +57,9 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=13, help="seed of the query/corpus sample and the bootstrap")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--options", default="", help='retrieval options as JSON, e.g. \'{"dedup": false}\'')
+    p.add_argument("--transforms", default="",
+                   help="query transforms, comma-separated (reformulate, multi_query, hyde, step_back, decompose, "
+                        "prf): each strategy also runs as <strategy>+<transform>; model ones need RAGLOOM_LLM_*")
     p.add_argument("--no-baselines", action="store_true", help="skip the whole-document BM25 and dense baselines")
     p.add_argument("--start-stack", action="store_true", help="start the local Weaviate + Neo4j first if needed")
     p.set_defaults(func=_cmd_eval)

@@ -92,8 +92,12 @@ def _chunker(name: str, embedder: Any) -> Any:
 def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[str], settings: Settings,
              namespace: str | None = None, max_queries: int | None = None, corpus_limit: int | None = None,
              *, depth: int = DEFAULT_DEPTH, seed: int = 13, resamples: int = 1000,
-             query_options: dict[str, Any] | None = None, baselines: bool = True, log: Log = print) -> EvalReport:
+             query_options: dict[str, Any] | None = None, baselines: bool = True, log: Log = print,
+             transforms: Sequence[str] = ()) -> EvalReport:
     """Ingest the dataset (idempotently), run every query through every strategy × chunking, score it.
+
+    ``transforms``: each strategy also runs once per query transform, as system ``<strategy>+<transform>``
+    (the model ones need RAGLOOM_LLM_*; without a model they are skipped and the system equals the plain one).
 
     A strategy that fails as a whole (e.g. a combination a retriever refuses) is reported with its error;
     a query that fails counts as retrieving nothing and is counted in ``query_errors``.
@@ -106,6 +110,11 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
 
     strategies, chunkings = list(dict.fromkeys(strategies)), list(dict.fromkeys(chunkings))
     _check_names(strategies, chunkings)
+    transforms = list(dict.fromkeys(transforms))
+    if transforms:
+        from ragloom.llm import check_names
+
+        check_names(transforms)
     if not 10 <= depth:
         raise ConfigError(f"depth={depth}: retrieve at least 10 chunks per query (the metrics' cutoff)")
     dataset = load_dataset(dataset_path, max_queries=max_queries, corpus_limit=corpus_limit, seed=seed)
@@ -154,6 +163,9 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
             for chunking in chunkings:
                 for strategy in strategies:
                     systems.append(_run_strategy(rag, dataset, strategy, chunking, depth, options, log))
+                    for transform in transforms:
+                        systems.append(_run_strategy(rag, dataset, strategy, chunking, depth, options, log,
+                                                     transform))
     finally:
         vectors.close()
         if graph is not None:
@@ -168,14 +180,15 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
         ingest=ingest, resamples=resamples, seed=seed,
         config={"dataset_path": str(dataset_path), "strategies": strategies, "chunkings": chunkings,
                 "max_queries": max_queries, "corpus_limit": corpus_limit, "depth": depth, "seed": seed,
-                "query_options": options, "collection_prefix": eval_settings.collection_prefix,
+                "query_options": options, "transforms": transforms,
+                "collection_prefix": eval_settings.collection_prefix,
                 "graph_namespace": eval_settings.graph_namespace, "embed_model": embedder.model_id},
     )
 
 
 def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, depth: int,
-                  options: dict[str, Any], log: Log) -> SystemResult:
-    result = SystemResult(strategy, chunking)
+                  options: dict[str, Any], log: Log, transform: str | None = None) -> SystemResult:
+    result = SystemResult(strategy if transform is None else f"{strategy}+{transform}", chunking)
     try:
         retriever = rag.retriever(strategy, chunking, **options)
     except RagloomError as e:
@@ -184,10 +197,17 @@ def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, 
         return result
     runs: dict[str, list[Hit]] = {}
     first_error = ""
+    transform_errors = 0
     for query in dataset.queries:
         started = time.perf_counter()
         try:
-            items = retriever.search(query.text, k=depth).items
+            if transform is None:
+                items = retriever.search(query.text, k=depth).items
+            else:
+                found = rag.query(query.text, strategy=strategy, k=depth, chunking=chunking, transforms=[transform],
+                                  **options)
+                items = found.items
+                transform_errors += bool(found.metadata["transforms"][transform]["error"])
         except RagloomError as e:
             result.query_errors += 1
             first_error = first_error or str(e)
@@ -199,7 +219,8 @@ def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, 
     else:
         result.scores = score_runs(dataset, runs)
     log(f"{result.name}: {len(dataset.queries)} queries, {result.query_errors} errors" +
-        (f" (first: {first_error})" if first_error else ""))
+        (f" (first: {first_error})" if first_error else "") +
+        (f"; the transform produced nothing for {transform_errors}" if transform_errors else ""))
     return result
 
 

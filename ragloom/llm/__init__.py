@@ -2,6 +2,9 @@
 and an answer cache. Nothing here imports dagster; without a configured model every feature degrades (the
 transforms are skipped, ``ask`` returns the ranked context)."""
 
+from collections.abc import Sequence
+
+from ragloom.errors import ConfigError
 from ragloom.llm.answer import Answer, AnswerCitation, AnswerOptions, answer, parse_citations
 from ragloom.llm.cache import AnswerCache, cache_key
 from ragloom.llm.client import Completion, LLMClient
@@ -9,7 +12,19 @@ from ragloom.llm.expand import Expansion
 from ragloom.llm.generate import GenerationStrategy, available_generations, get_generation, register_generation
 from ragloom.llm.transforms import QueryTransform, available_transforms, get_transform, register_transform
 
+
+def check_names(transforms: Sequence[str] = (), generation: str | None = None) -> None:
+    """Fail early, before anything connects, on an unknown transform or generation strategy name."""
+    unknown = [t for t in transforms if t not in available_transforms()]
+    if unknown:
+        raise ConfigError(f"unknown query transform(s) {unknown}; choose from {', '.join(available_transforms())}")
+    if generation is not None and generation not in available_generations():
+        raise ConfigError(f"unknown generation strategy {generation!r}; choose from "
+                          f"{', '.join(available_generations())}")
+
+
 __all__ = [
+    "check_names",
     "Answer",
     "AnswerCache",
     "AnswerCitation",

@@ -55,3 +55,10 @@ def neo4j_driver(settings: Settings) -> Iterator:
 def namespace() -> str:
     """A unique name for this test's collections (Weaviate prefix) and graph namespace."""
     return f"Test{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def llm_settings(settings: Settings) -> Settings:
+    """Settings with the local llama-server (`ragloom stack up --llm`: built and started here when needed; left
+    running like the other servers). A RAGLOOM_LLM_BASE_URL in the environment is used instead."""
+    return stack.up(settings, llm=True)

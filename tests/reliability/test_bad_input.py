@@ -525,6 +525,8 @@ JOB_CONFIGS = [
     ({"queries_file": "/no/such/file.txt"}, "queries_file"),
     ({"queries_file": "/etc/passwd"}, "queries_file"),  # any file the process can read would become queries
     ({"queries_file": _bad_jsonl}, "queries_file"),
+    ({"transforms": "hyde,nope"}, "transform"),
+    ({"answer": True, "generation": "nope"}, "generation"),
 ]
 
 
