@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     with Ragloom(settings, embedder=embedder) as rag:
         rag.context.nlp  # noqa: B018 - load spaCy before timing
         store = rag.context.vectors
-        from ragloom.retrieval.filters import build_where
+        from ragloom.filters import build_where
         from ragloom.types import Scope
 
         def baseline(query: str) -> None:

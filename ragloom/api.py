@@ -131,7 +131,7 @@ class Ragloom:
               transform_options: Mapping[str, Mapping[str, Any]] | None = None, exclude_dynamic: bool = False,
               namespaces: Sequence[str] | None = None, **options: Any) -> RetrievalResult:
         """Retrieve ``k`` chunks for ``text``. ``filters``: a dict or JSON text in the filter language
-        (ragloom.retrieval.filters); ``scope``: a Scope or a path ``tenant/user/chat[/agent]`` (default: shared
+        (ragloom.filters); ``scope``: a Scope or a path ``tenant/user/chat[/agent]`` (default: shared
         only); ``options``: the strategy's and post-processing options (see each strategy's ``defaults``).
 
         ``exclude_dynamic``: leave out injected items (ragloom.dynamic); ``namespaces``: only documents of these

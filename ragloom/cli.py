@@ -53,7 +53,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     import time
 
     from ragloom.api import Ragloom
-    from ragloom.retrieval.filters import parse_filters
+    from ragloom.filters import parse_filters
     from ragloom.types import Scope
 
     parse_filters(args.filter or None)  # a malformed filter or scope fails before anything connects or loads
@@ -86,7 +86,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from ragloom.api import Ragloom
-    from ragloom.retrieval.filters import parse_filters
+    from ragloom.filters import parse_filters
     from ragloom.types import Scope
 
     parse_filters(args.filter or None)

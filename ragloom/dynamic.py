@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import ConfigError, FilterError
-from ragloom.retrieval.filters import Condition, combine, parse_filters, to_weaviate
-from ragloom.stores.weaviate import meta_property_name
+from ragloom.filters import Condition, combine, meta_property_name, parse_filters
 from ragloom.types import Chunk, Scope, make_chunk_id
 
 DYNAMIC = "dynamic"
@@ -144,8 +143,8 @@ def sweep_expired(store: Any, strategies: Iterable[str], now: datetime | None = 
     for strategy in strategies:
         if not store.exists(strategy) or not _has(store.property_types(strategy), EXPIRES_AT):
             continue
-        where = to_weaviate(combine(Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True),
-                                    Condition(EXPIRES_AT, meta_property_name(EXPIRES_AT), "lt", now)))
+        where = combine(Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True),
+                        Condition(EXPIRES_AT, meta_property_name(EXPIRES_AT), "lt", now))
         removed += delete_where(store, strategy, where)
     return removed
 
@@ -166,7 +165,7 @@ def delete_item(store: Any, strategies: Iterable[str], item_id: str, owner: Scop
 
     if not item_id.startswith(ITEM_PREFIX):
         return 0
-    where = to_weaviate(combine(Condition("document_id", "document_id", "eq", item_id),
-                                Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True), *owner_conditions(owner)))
+    where = combine(Condition("document_id", "document_id", "eq", item_id),
+                    Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True), *owner_conditions(owner))
     return sum(delete_where(store, s, where) for s in strategies
                if store.exists(s) and _has(store.property_types(s), DYNAMIC))

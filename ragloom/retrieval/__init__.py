@@ -1,5 +1,6 @@
 """Retrieval: one Retriever interface, five registered strategies, filters, fusion and post-processing."""
 
+from ragloom.filters import build_where, parse_filters
 from ragloom.retrieval.base import (
     POSTPROCESS_DEFAULTS,
     POSTPROCESS_OPTIONS,
@@ -13,7 +14,6 @@ from ragloom.retrieval.base import (
 )
 from ragloom.retrieval.bm25 import BM25Retriever
 from ragloom.retrieval.dense import DenseRetriever
-from ragloom.retrieval.filters import build_where, parse_filters, to_weaviate
 from ragloom.retrieval.fusion import fuse, rrf, weighted
 from ragloom.retrieval.graph_rag import GraphRagRetriever
 from ragloom.retrieval.hierarchical import HierarchicalRetriever
@@ -45,6 +45,5 @@ __all__ = [
     "remove_near_duplicates",
     "rrf",
     "strategy_class",
-    "to_weaviate",
     "weighted",
 ]

@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragloom.errors import FilterError, RagloomError, RetrievalError, StoreError
+from ragloom.filters import Node, bind, build_where, parse_filters
 from ragloom.retrieval import fusion
 from ragloom.retrieval import postprocess as pp
-from ragloom.retrieval.filters import Node, bind, build_where, parse_filters
 from ragloom.retrieval.options import Option, check_options
+from ragloom.stores.base import GraphStore, VectorStore
 from ragloom.types import RetrievalResult, RetrievedItem, Scope
 
 log = logging.getLogger(__name__)
@@ -40,11 +41,12 @@ POSTPROCESS_DEFAULTS: dict[str, Any] = {name: option.default for name, option in
 
 
 class RetrievalContext:
-    """What retrievers run against: the Weaviate store, and the Neo4j store, embedder and spaCy pipeline,
+    """What retrievers run against: the vector store, and the graph store, embedder and spaCy pipeline,
     each given directly or as a loader called once on first use (so a dense query never opens Neo4j)."""
 
-    def __init__(self, vectors: Any, *, embedder: Any = None, graph: Any = None, nlp: Any = None,
-                 load_embedder: Callable[[], Any] | None = None, load_graph: Callable[[], Any] | None = None,
+    def __init__(self, vectors: VectorStore, *, embedder: Any = None, graph: GraphStore | None = None,
+                 nlp: Any = None, load_embedder: Callable[[], Any] | None = None,
+                 load_graph: Callable[[], GraphStore] | None = None,
                  load_nlp: Callable[[], Any] | None = None) -> None:
         self.vectors = vectors
         self._values = {"embedder": embedder, "graph": graph, "nlp": nlp}
@@ -72,7 +74,7 @@ class RetrievalContext:
     def nlp(self) -> Any:
         return self._get("nlp")
 
-    def graph(self) -> tuple[Any, str]:
+    def graph(self) -> tuple[GraphStore | None, str]:
         """(the graph store or None, why not). A store that cannot be reached is a reason, not a crash."""
         try:
             store = self._get("graph")
@@ -84,17 +86,14 @@ class RetrievalContext:
         return store, ""
 
     def property_types(self, collection: str, refresh: bool = False) -> dict[str, str] | None:
-        """Property -> Weaviate data type of a chunking strategy's collection; None when it cannot be read
-        (the query itself then reports why, e.g. a collection not indexed yet)."""
-        store = self.vectors
+        """Property -> data type of a chunking strategy's collection; None when there is no store or it cannot
+        be read (the query itself then reports why, e.g. a collection not indexed yet)."""
+        if self.vectors is None:
+            return None
         try:
-            if hasattr(store, "property_types"):
-                return store.property_types(collection, refresh=refresh)
-            if hasattr(store, "_properties"):  # until the store has a public schema accessor
-                return store._properties(store.collection_name(collection), refresh=refresh)
+            return self.vectors.property_types(collection, refresh=refresh)
         except RagloomError:
             return None
-        return None
 
     def bind_filters(self, collection: str, node: Node | None) -> Node | None:
         """The user's filter checked against the collection's types (re-read once if a field is missing:
@@ -129,8 +128,9 @@ class SearchRequest:
     info: dict[str, Any] = field(default_factory=dict)  # strategy-specific metadata for the result
     _vector: np.ndarray | None = None
 
-    def where(self, *extra: Node | None) -> Any:
-        """The Weaviate filter: scope AND the user's filters AND ``extra``. Every store call goes through it."""
+    def where(self, *extra: Node | None) -> Node:
+        """The filter tree for the store: scope AND the user's filters AND ``extra``. Every store call goes
+        through it; the store translates the tree to its own query language."""
         return build_where(self.scope, self.filters, *extra)
 
     def vector(self) -> np.ndarray:

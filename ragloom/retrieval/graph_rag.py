@@ -13,6 +13,7 @@ from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_
 from ragloom.retrieval.hybrid import HybridRetriever
 from ragloom.retrieval.options import Option
 from ragloom.retrieval.postprocess import GRAPH_SOURCE, dense_cosine
+from ragloom.stores.base import GraphStore
 from ragloom.stores.cypher import MAX_WALK_HOPS
 from ragloom.types import COOCCURS, RetrievedItem, sha256_hex
 
@@ -97,7 +98,7 @@ class GraphRagRetriever(Retriever):
                     fused.insert(0, context)
         return fused
 
-    def _seeds(self, request: SearchRequest, graph: Any, options: dict[str, Any]) -> list[dict[str, Any]]:
+    def _seeds(self, request: SearchRequest, graph: GraphStore, options: dict[str, Any]) -> list[dict[str, Any]]:
         """Entities the query names: spaCy's names matched exactly (normalized), each unmatched name looked up
         in the full-text index; with no name at all, the full-text index over the whole query. Full-text hits
         below ``seed_min_ratio`` of the best one are dropped: single common words match many entities."""

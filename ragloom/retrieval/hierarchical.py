@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragloom.filters import Condition
 from ragloom.retrieval import lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
-from ragloom.retrieval.filters import Condition
 from ragloom.retrieval.options import Option
 from ragloom.types import RetrievedItem
 

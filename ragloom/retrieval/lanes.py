@@ -7,8 +7,8 @@ its timing on the request.
 from __future__ import annotations
 
 from ragloom.errors import RetrievalError
+from ragloom.filters import Node
 from ragloom.retrieval.base import SearchRequest, store_call
-from ragloom.retrieval.filters import Node
 from ragloom.types import RetrievedItem
 
 LANES = ("dense", "bm25", "hybrid")

@@ -8,16 +8,17 @@ import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
-from weaviate.classes.query import Filter
 from weaviate.util import generate_uuid5
 
 from ragloom.chunking import RecursiveChunker
 from ragloom.embedding import make_embedder
 from ragloom.errors import StoreError
+from ragloom.filters import Condition
 from ragloom.stores.weaviate import WeaviateStore
 from ragloom.types import Chunk, Document, Scope, sha256_hex
 
@@ -193,26 +194,25 @@ def test_metadata_filters_on_meta_fields(store, corpus, embedder):
     docs = {d.document_id: d for d in corpus["documents"]}
     (gold_status,) = {docs[g].metadata["status"] for g in gold}
     other_status = "published" if gold_status == "draft" else "draft"
-    same = store.near_vector(STRATEGY, vector, 20, where=Filter.by_property("meta_status").equal(gold_status))
+    same = store.near_vector(STRATEGY, vector, 20, where=Condition("status", "meta_status", "eq", gold_status))
     assert same[0].document_id in gold
-    others = store.near_vector(STRATEGY, vector, 20, where=Filter.by_property("meta_status").equal(other_status))
+    others = store.near_vector(STRATEGY, vector, 20, where=Condition("status", "meta_status", "eq", other_status))
     assert others and all(i.metadata["meta_status"] == other_status for i in others)
     assert not gold & {i.document_id for i in others}
 
-    recent = store.bm25(STRATEGY, query, 50, where=Filter.by_property("meta_year").greater_or_equal(2020))
+    recent = store.bm25(STRATEGY, query, 50, where=Condition("year", "meta_year", "gte", 2020))
     assert recent and all(i.metadata["meta_year"] >= 2020 for i in recent)
 
-    march = Filter.by_property("meta_published_at").less_than("2021-03-05T00:00:00Z")
+    march = Condition("published_at", "meta_published_at", "lt", datetime(2021, 3, 5, tzinfo=UTC))
     early = store.hybrid(STRATEGY, query, vector, 50, where=march)
     expected = {d.document_id for d in corpus["documents"] if d.metadata["published_at"] < "2021-03-05"}
     assert early and {i.document_id for i in early} <= expected
 
-    tagged = store.near_vector(STRATEGY, vector, 50, where=Filter.by_property("meta_tags").contains_any(["gold"]))
+    tagged = store.near_vector(STRATEGY, vector, 50, where=Condition("tags", "meta_tags", "eq", "gold"))
     assert {i.document_id for i in tagged} == {d.document_id for d in corpus["documents"][: len(QUERY_IDS)]}
 
     scoped = store.near_vector(STRATEGY, vector, 50,
-                               where=Filter.by_property("scope_path").contains_any(Scope("acme", "alice")
-                                                                                   .visible_paths()[1:]))
+                               where=Condition("scope", "scope_path", "in", Scope("acme", "alice").visible_paths()[1:]))
     assert scoped and all(i.metadata["scope_path"] == "acme/alice" for i in scoped)
 
 
@@ -221,7 +221,7 @@ def test_fetch_keeps_the_order_asked(store, corpus):
     items = store.fetch(STRATEGY, ids)
     assert [i.chunk_id for i in items] == [ids[0], ids[2]]
     status = corpus["chunks"][7].metadata["status"]
-    only = store.fetch(STRATEGY, ids, where=Filter.by_property("meta_status").equal(status))
+    only = store.fetch(STRATEGY, ids, where=Condition("status", "meta_status", "eq", status))
     assert ids[0] in {i.chunk_id for i in only}
     assert all(i.metadata["meta_status"] == status for i in only)
 
@@ -310,29 +310,3 @@ def test_connect_to_nothing_is_a_clear_error(settings):
         port = s.getsockname()[1]  # closed again when the block ends: nobody listens there
     with pytest.raises(StoreError, match="unreachable"):
         WeaviateStore.connect(replace(settings, weaviate_http_port=port, weaviate_grpc_port=port))
-
-
-
-# the metadata mapping itself (pure functions; here beside the schema they produce) ---------------------
-def test_meta_names_types_and_coercion():
-    from datetime import UTC, date, datetime
-
-    from ragloom.stores.weaviate import coerce, flatten_metadata, infer_type, meta_property_name, widen
-
-    assert meta_property_name("Review Status") == meta_property_name("review-status") == "meta_review_status"
-    assert flatten_metadata({"title": "t", "source_path": "p", "a": {"b": 1, "c": None}, "x": None}) == {
-        "meta_a_b": 1}
-    assert [infer_type(v) for v in (True, 3, 2.5, "2024-01-05", "2024-01-05T10:00:00+02:00", "draft",
-                                    ["a", "b"], [1, 2], [1, 2.5], [True], [], float("nan"), None)] == [
-        "BOOL", "INT", "NUMBER", "DATE", "DATE", "TEXT", "TEXT_ARRAY", "INT_ARRAY", "NUMBER_ARRAY", "BOOL_ARRAY",
-        None, None, None]
-    assert widen({"INT", "NUMBER"}) == "NUMBER" and widen({"DATE", "TEXT"}) == "TEXT"
-    assert widen({"TEXT", "INT_ARRAY"}) == "TEXT_ARRAY"
-    assert coerce("2024-01-05", "DATE") == datetime(2024, 1, 5, tzinfo=UTC)
-    assert coerce(date(2024, 1, 5), "DATE") == datetime(2024, 1, 5, tzinfo=UTC)
-    assert coerce("2024-01-05", "TEXT") == "2024-01-05"
-    assert coerce(3, "NUMBER") == 3.0 and coerce(4.0, "INT") == 4
-    assert coerce("x", "TEXT_ARRAY") == ["x"]
-    for value, data_type in ((4.5, "INT"), ("soon", "DATE"), (1, "BOOL"), (True, "INT")):
-        with pytest.raises(ValueError):
-            coerce(value, data_type)

@@ -25,18 +25,18 @@ from reliability_support import REPO, closed_port
 
 from ragloom.cli import main as cli_main
 from ragloom.errors import FilterError
-from ragloom.parsing import FORMATS, parse_sources
-from ragloom.parsing.pdf import pdf_to_text
-from ragloom.retrieval.filters import (
+from ragloom.filters import (
     CORE_FIELDS,
     MAX_CONDITIONS,
     MAX_LIST,
     MAX_STRING,
     bind,
     parse_filters,
-    to_weaviate,
 )
+from ragloom.parsing import FORMATS, parse_sources
+from ragloom.parsing.pdf import pdf_to_text
 from ragloom.settings import SAMPLE_CORPUS
+from ragloom.stores.weaviate import to_weaviate
 
 PDF = SAMPLE_CORPUS / "reports" / "annual_report_2024.pdf"
 EXTENSIONS = sorted(FORMATS)
@@ -391,7 +391,7 @@ def test_hostile_field_names_never_reach_the_scope(key, value):
 
 
 def _conditions(node):
-    from ragloom.retrieval.filters import AllOf, Condition, Not
+    from ragloom.filters import AllOf, Condition, Not
 
     if isinstance(node, Condition):
         return [node]

@@ -20,8 +20,8 @@ from reliability_support import STRATEGY, HashEmbedder
 
 from ragloom.extraction import EntityExtractor
 from ragloom.extraction.resolution import normalize_name
+from ragloom.filters import build_where
 from ragloom.indexing.graph import sync_graph
-from ragloom.retrieval.filters import build_where
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.stores.weaviate import WeaviateStore
 from ragloom.types import Chunk, Scope

@@ -1,4 +1,4 @@
-"""The filter language: parsing to the AST, edge and hostile input, and translation to Weaviate filters."""
+"""The filter language: parsing to the tree, binding to a schema, edge and hostile input, the scoped tree."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from weaviate.collections.classes.filters import _FilterAnd, _FilterNot, _FilterOr, _FilterValue
 
 from ragloom.errors import FilterError, RagloomError
-from ragloom.retrieval.filters import (
+from ragloom.filters import (
     MAX_CONDITIONS,
     MAX_DEPTH,
     MAX_LIST,
@@ -23,8 +22,8 @@ from ragloom.retrieval.filters import (
     parse_filters,
     parse_iso_date,
     scope_condition,
-    to_weaviate,
 )
+from ragloom.stores.weaviate import to_weaviate
 from ragloom.types import Scope
 
 TYPES = {"meta_status": "TEXT", "meta_year": "INT", "meta_score": "NUMBER", "meta_published": "DATE",
@@ -257,37 +256,7 @@ def test_any_json_text_parses_or_raises_filter_error(text):
         pass
 
 
-# translation ---------------------------------------------------------------------------------------------
-
-def _value(f):
-    assert isinstance(f, _FilterValue)
-    return f.target, f.operator.value, f.value
-
-
-def test_translation_of_each_operator():
-    assert _value(to_weaviate(check({"status": "published"}))) == ("meta_status", "Equal", "published")
-    assert _value(to_weaviate(check({"year": {"gte": 2020}}))) == ("meta_year", "GreaterThanEqual", 2020)
-    assert _value(to_weaviate(check({"year": {"gt": 1}})))[1] == "GreaterThan"
-    assert _value(to_weaviate(check({"year": {"lt": 1}})))[1] == "LessThan"
-    assert _value(to_weaviate(check({"year": {"lte": 1}})))[1] == "LessThanEqual"
-    assert _value(to_weaviate(check({"title": {"contains": "a b"}}))) == ("title", "Like", "*a b*")
-    f = to_weaviate(check({"tags": {"contains": ["a", "b"]}}))
-    assert isinstance(f, _FilterOr) and [_value(c) for c in f.filters] == [("meta_tags", "Like", "*a*"),
-                                                                            ("meta_tags", "Like", "*b*")]
-
-
-def test_any_of_translates_to_or_of_equals():
-    f = to_weaviate(check({"year": [2020, 2021]}))
-    assert isinstance(f, _FilterOr)
-    assert [_value(c) for c in f.filters] == [("meta_year", "Equal", 2020), ("meta_year", "Equal", 2021)]
-
-
-def test_not_and_and_translate():
-    f = to_weaviate(parse_filters({"a": 1, "not": {"b": 2}}))  # schema unknown: translated as given
-    assert isinstance(f, _FilterAnd)
-    assert _value(f.filters[0]) == ("meta_a", "Equal", 1)
-    assert isinstance(f.filters[1], _FilterNot)
-
+# the tree every query runs with ------------------------------------------------------------------------
 
 def test_scope_condition_lists_own_and_ancestor_paths_only():
     node = scope_condition(Scope("acme", "alice", "c1"))
@@ -296,18 +265,18 @@ def test_scope_condition_lists_own_and_ancestor_paths_only():
 
 
 def test_build_where_always_ands_the_scope_first():
-    f = build_where(Scope("acme"), {"status": "x"})
-    assert isinstance(f, _FilterAnd)
-    scope_part, user_part = f.filters
-    assert [_value(c) for c in scope_part.filters] == [("scope_path", "Equal", "__shared__"),
-                                                        ("scope_path", "Equal", "acme")]
-    assert _value(user_part) == ("meta_status", "Equal", "x")
-    # no user filter: the scope alone; a shared-only scope is one equality
-    assert _value(build_where(Scope(), None)) == ("scope_path", "Equal", "__shared__")
+    where = build_where(Scope("acme"), {"status": "x"})
+    assert where == AllOf((Condition("scope", "scope_path", "in", ["__shared__", "acme"]),
+                           Condition("status", "meta_status", "eq", "x")))
+    # no user filter: the scope alone
+    assert build_where(Scope(), None) == Condition("scope", "scope_path", "in", ["__shared__"])
+    # extra conditions (a strategy's own) come after the user's
+    extra = Condition("level", "level", "eq", 0)
+    assert build_where(Scope(), None, None, extra) == AllOf((scope_condition(Scope()), extra))
 
 
 def test_a_user_filter_cannot_widen_the_scope():
     """A 'not' in the user's filter negates only the user's part; the scope stays a conjunct."""
-    f = build_where(Scope("acme"), json.dumps({"not": {"status": "x"}}))
-    assert isinstance(f, _FilterAnd) and isinstance(f.filters[1], _FilterNot)
-    assert {_value(c)[2] for c in f.filters[0].filters} == {"__shared__", "acme"}
+    where = build_where(Scope("acme"), json.dumps({"not": {"status": "x"}}))
+    assert isinstance(where, AllOf) and isinstance(where.children[1], Not)
+    assert where.children[0] == scope_condition(Scope("acme"))

@@ -109,11 +109,11 @@ def test_every_request_carries_the_scope(context):
     retriever = get_retriever("test_fixed", context)
     retriever.search("q", items=[], filters={"status": "ok"}, scope=Scope("acme", "bob"))
     assert retriever.seen.scope.visible_paths() == ["__shared__", "acme", "acme/bob"]
-    scope_part, user_part = retriever.seen_where.filters
-    assert sorted(f.value for f in scope_part.filters) == ["__shared__", "acme", "acme/bob"]
-    assert user_part.target == "meta_status"
+    scope_part, user_part = retriever.seen_where.children
+    assert scope_part.prop == "scope_path" and sorted(scope_part.value) == ["__shared__", "acme", "acme/bob"]
+    assert user_part.prop == "meta_status"
     retriever.search("q", items=[])
-    assert retriever.seen_where.target == "scope_path" and retriever.seen_where.value == "__shared__"
+    assert retriever.seen_where.prop == "scope_path" and retriever.seen_where.value == ["__shared__"]
 
 
 def test_near_duplicates_are_removed_and_k_is_still_filled(context):

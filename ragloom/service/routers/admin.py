@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 
 from ragloom.dynamic import owner_conditions
-from ragloom.retrieval.filters import Condition, combine, to_weaviate
+from ragloom.filters import Condition, combine
 from ragloom.service.auth import AdminDep
 from ragloom.service.models import PromoteRequest, PromoteResponse
 from ragloom.stores.service_ops import rescope, scope_paths_where
@@ -20,7 +20,7 @@ def promote_document(rag, strategies: list[str], document_id: str, tenant: str, 
     owned = [Condition("document_id", "document_id", "eq", document_id), *owner_conditions(Scope(tenant))]
     sources: set[str] = set()
     for strategy in strategies:
-        sources |= scope_paths_where(vectors, strategy, to_weaviate(combine(*owned)))
+        sources |= scope_paths_where(vectors, strategy, combine(*owned))
     # only a move up: from strictly below the target, within the admin's tenant
     sources = {p for p in sources if p != target.path and target.path in Scope.from_path(p).visible_paths()}
     if not sources:
@@ -29,8 +29,8 @@ def promote_document(rag, strategies: list[str], document_id: str, tenant: str, 
     if graph is None:
         raise HTTPException(503, f"promotion needs the graph store: {why}")
     moved_graph = graph.rescope_document(document_id, sorted(sources), target.path)  # first: re-runnable
-    where = to_weaviate(combine(Condition("document_id", "document_id", "eq", document_id),
-                                Condition("scope", "scope_path", "in", sorted(sources))))
+    where = combine(Condition("document_id", "document_id", "eq", document_id),
+                    Condition("scope", "scope_path", "in", sorted(sources)))
     moved = sum(rescope(vectors, s, where, target) for s in strategies)
     return PromoteResponse(document_id=document_id, from_scopes=sorted(sources), to_scope=target.path,
                            weaviate_objects=moved, neo4j_chunks=moved_graph)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
-from ragloom.retrieval.filters import Condition, to_weaviate
+from ragloom.filters import Condition
 from ragloom.service import intake
 from ragloom.service.auth import CallerDep
 from ragloom.service.models import UploadResponse
@@ -47,7 +47,7 @@ async def status(upload_id: str, request: Request, who: CallerDep) -> UploadResp
         reason = intake.rejection(settings.artifacts_dir, record.path)
         if reason:
             return "rejected", reason
-        where = to_weaviate(Condition("document_id", "document_id", "eq", record.document_id))
+        where = Condition("document_id", "document_id", "eq", record.document_id)
         strategy = settings.strategies[0]
         return ("indexed", None) if count_where(state.rag.context.vectors, strategy, where) else ("queued", None)
 

@@ -1,5 +1,6 @@
-"""The metadata filter language: parsed into a small AST, checked against the collection's property types, then
-translated to a Weaviate filter. Parsing and checking are pure.
+"""The metadata filter language, store-neutral: parsed into a small typed tree, checked (bound) against a
+collection's property types, then handed to a store, which translates it (``ragloom.stores.weaviate.filters``).
+Everything here is pure.
 
 A filter is a JSON object (or its JSON text); keys are ANDed::
 
@@ -13,17 +14,18 @@ A filter is a JSON object (or its JSON text); keys are ANDed::
 
 Operators inside a field's object: ``eq``, ``in``, ``gt``, ``gte``, ``lt``, ``lte``, ``contains``, ``not``.
 
-``contains`` is Weaviate's ``Like`` with ``*value*``: Weaviate's other choice, ContainsAny/All, compares whole
-tokens, and ids, titles, paths and user metadata are stored with FIELD tokenization (one token per value), so
-a word of a title would never match. ``Like`` follows each property's tokenization: on FIELD properties
-(``title``, ``source_path``, text metadata) it is a case-sensitive substring of the whole value; on
-``heading_path`` (WORD) it matches case-insensitively. ``*`` and ``?`` in the value are wildcards too, which
-can only widen a match inside the query's scope (the scope is a separate conjunct).
+``contains`` is a substring test. The Weaviate store runs it as ``Like`` with ``*value*``: Weaviate's other
+choice, ContainsAny/All, compares whole tokens, and ids, titles, paths and user metadata are stored with FIELD
+tokenization (one token per value), so a word of a title would never match. ``Like`` follows each property's
+tokenization: on FIELD properties (``title``, ``source_path``, text metadata) it is a case-sensitive substring
+of the whole value; on ``heading_path`` (WORD) it matches case-insensitively. ``*`` and ``?`` in the value are
+wildcards too, which can only widen a match inside the query's scope (the scope is a separate conjunct).
 
 Core chunk fields (``document_id``, ``strategy``, ``level``, ``parent_id``, ``title``, ``source_path``,
-``heading_path``) map to themselves; any other key is user metadata, stored as ``meta_<key>`` (ingestion's
-sanitizing: ``ragloom.stores.weaviate.meta_property_name``). Scope is never a filter: it is the query's
-``scope`` argument, ANDed by ``scope_condition``.
+``heading_path``) map to themselves; any other key is user metadata, stored as ``meta_<key>``
+(``meta_property_name``: the one sanitizing rule ingestion and filters share). Scope is never a filter: it is
+the query's ``scope`` argument, ANDed by ``scope_condition``; ``build_where`` gives the tree every store query
+runs with.
 
 ``bind`` checks each condition against the collection's property types (a field no chunk has, a range on
 text, a string compared with a number: each a FilterError naming the field) and converts values (ISO strings
@@ -35,14 +37,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from ragloom.errors import FilterError
-from ragloom.stores.weaviate import meta_property_name
 from ragloom.types import Scope
+
+META_PREFIX = "meta_"  # user metadata key "Review Status" is stored and filtered as meta_review_status
 
 CORE_FIELDS = {"document_id": "TEXT", "strategy": "TEXT", "level": "INT", "parent_id": "TEXT", "title": "TEXT",
                "source_path": "TEXT", "heading_path": "TEXT"}
@@ -57,7 +60,8 @@ MAX_JSON = 64_000
 MAX_KEY = 64
 
 _KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\- ]*")
-# the forms ingestion stores as DATE (ragloom.stores.weaviate): RFC 3339 / ISO dates and date-times
+_KEY_JUNK = re.compile(r"[^a-z0-9_]+")
+# the forms ingestion stores as dates and filters compare as dates: RFC 3339 / ISO dates and date-times
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[Zz]|[+-]\d{2}:?\d{2})?)?")
 
 Scalar = str | int | float | bool | datetime
@@ -65,7 +69,7 @@ Scalar = str | int | float | bool | datetime
 
 @dataclass(frozen=True)
 class Condition:
-    """One test on one property; ``field`` is the user's key (for messages), ``prop`` the Weaviate property.
+    """One test on one property; ``field`` is the user's key (for messages), ``prop`` the stored property.
 
     ``op``: eq | in (value: a list) | contains (value: a list of substrings, any matches) | gt | gte | lt | lte.
     """
@@ -87,6 +91,12 @@ class Not:
 
 
 Node = Condition | AllOf | Not
+
+
+def meta_property_name(key: str) -> str:
+    """``meta_<key>`` with the key lower-cased and reduced to [a-z0-9_]."""
+    clean = _KEY_JUNK.sub("_", str(key).lower()).strip("_") or "_"
+    return META_PREFIX + clean
 
 
 def parse_iso_date(value: str) -> datetime | None:
@@ -272,8 +282,8 @@ def _at(path: str) -> str:
 
 
 def bind(node: Node | None, property_types: Mapping[str, str] | None) -> Node | None:
-    """``node`` checked against the collection's property types (Weaviate data type names such as TEXT,
-    INT, NUMBER, DATE, BOOL, TEXT_ARRAY) with values converted to them.
+    """``node`` checked against the collection's property types (data type names such as TEXT, INT, NUMBER,
+    DATE, BOOL, TEXT_ARRAY: ``VectorStore.property_types``) with values converted to them.
 
     ``property_types`` None (schema unknown): core fields are checked, and ISO-date strings compared with
     user metadata become dates (what ingestion does with them).
@@ -336,30 +346,7 @@ def _convert(name: str, value: Scalar, base: str | None) -> Any:
                       f"this {base} field")
 
 
-# translation ---------------------------------------------------------------------------------------------
-
-
-def to_weaviate(node: Node | None) -> Any:
-    """The Weaviate filter for an AST (None for None)."""
-    if node is None:
-        return None
-    from weaviate.classes.query import Filter
-
-    if isinstance(node, AllOf):
-        return Filter.all_of([to_weaviate(c) for c in node.children])
-    if isinstance(node, Not):
-        return Filter.not_(to_weaviate(node.child))
-    if node.op == "eq":
-        return Filter.by_property(node.prop).equal(node.value)
-    if node.op == "in":
-        # an OR of equals works for every data type (ContainsAny compares tokens of text)
-        return Filter.any_of([Filter.by_property(node.prop).equal(v) for v in node.value])
-    if node.op == "contains":
-        return Filter.any_of([Filter.by_property(node.prop).like(f"*{v}*") for v in node.value])
-    prop = Filter.by_property(node.prop)
-    method: Callable[[Any], Any] = {"gt": prop.greater_than, "gte": prop.greater_or_equal, "lt": prop.less_than,
-                                    "lte": prop.less_or_equal}[node.op]
-    return method(node.value)
+# the tree every query runs with ---------------------------------------------------------------------------
 
 
 def scope_condition(scope: Scope) -> Node:
@@ -378,7 +365,9 @@ def combine(*nodes: Node | None) -> Node | None:
     return present[0] if len(present) == 1 else AllOf(tuple(present))
 
 
-def build_where(scope: Scope, filters: Mapping[str, Any] | str | Node | None = None, *extra: Node | None) -> Any:
-    """The Weaviate filter every query runs with: the scope, AND the user's filters, AND any extra nodes."""
+def build_where(scope: Scope, filters: Mapping[str, Any] | str | Node | None = None, *extra: Node | None) -> Node:
+    """The tree every store query runs with: the scope, AND the user's filters, AND any extra nodes."""
     user = filters if isinstance(filters, (Condition, AllOf, Not)) else bind(parse_filters(filters), None)
-    return to_weaviate(combine(scope_condition(scope), user, *extra))
+    scoped = scope_condition(scope)
+    rest = [n for n in (user, *extra) if n is not None]
+    return AllOf((scoped, *rest)) if rest else scoped

@@ -1,0 +1,20 @@
+"""Chunks and their vectors in Weaviate.
+
+errors      is_weaviate_failure, store_errors: the one classifier of Weaviate failures -> StoreError
+schema      core properties; user metadata flattened, typed (infer_type, widen) and coerced (pure)
+filters     to_weaviate: the ``ragloom.filters`` tree as a Weaviate filter (pure)
+connection  open_client(settings): local stack, self-hosted URL or Weaviate Cloud
+inventory   collection names, schema (property_types), ids, counts
+admin       ensure_collection, drop_collection(s)
+writes      upsert_chunks / write_chunks (typed metadata, bounded retries), delete_chunks
+reads       near_vector, bm25, hybrid, fetch: each takes the filter tree as ``where``
+store       WeaviateStore: all of the above on one client
+"""
+
+from ragloom.stores.weaviate.filters import to_weaviate
+from ragloom.stores.weaviate.schema import CORE_PROPERTIES, coerce, flatten_metadata, infer_type, widen
+from ragloom.stores.weaviate.store import WeaviateStore
+from ragloom.stores.weaviate.writes import WriteResult, failure_message
+
+__all__ = ["CORE_PROPERTIES", "WeaviateStore", "WriteResult", "coerce", "failure_message", "flatten_metadata",
+           "infer_type", "to_weaviate", "widen"]

@@ -1,0 +1,57 @@
+"""Opening a Weaviate client from Settings: the local stack, a self-hosted URL, or Weaviate Cloud."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlparse
+
+from ragloom.errors import StoreError
+from ragloom.settings import Settings
+
+CLOUD_HOST_SUFFIXES = (".weaviate.cloud", ".weaviate.network", ".wcs.api")
+
+
+def api_key(settings: Settings) -> str:
+    """The configured key, else the one the local stack generated in ``settings.stack_dir`` (``Settings.from_env``
+    reads that file too; this covers Settings built without it, e.g. ``dataclasses.replace`` of a data dir)."""
+    if settings.weaviate_api_key or settings.weaviate_url:
+        return settings.weaviate_api_key
+    generated = settings.stack_dir / "weaviate.api_key"
+    return generated.read_text().strip() if generated.exists() else ""
+
+
+def open_client(settings: Settings) -> Any:
+    """A connected ``weaviate.WeaviateClient`` for the local stack (host/ports from settings) or for
+    ``settings.weaviate_url``; StoreError when it cannot connect.
+
+    A URL on weaviate.cloud / weaviate.network / wcs.api is a Weaviate Cloud cluster; any other URL
+    is a self-hosted server reached over HTTP(S) at that URL and gRPC at the same host on
+    ``weaviate_grpc_port`` (TLS when the URL is https).
+    """
+    import weaviate
+    from weaviate.classes.init import Auth
+
+    key = api_key(settings)
+    auth = Auth.api_key(key) if key else None
+    where = settings.weaviate_url or (f"http://{settings.weaviate_host}:{settings.weaviate_http_port} "
+                                      f"(gRPC {settings.weaviate_grpc_port})")
+    try:
+        if not settings.weaviate_url:
+            return weaviate.connect_to_local(host=settings.weaviate_host, port=settings.weaviate_http_port,
+                                             grpc_port=settings.weaviate_grpc_port, auth_credentials=auth)
+        url = urlparse(settings.weaviate_url if "://" in settings.weaviate_url else f"https://{settings.weaviate_url}")
+        host = url.hostname or ""
+        if host.endswith(CLOUD_HOST_SUFFIXES):
+            if auth is None:
+                raise StoreError(f"RAGLOOM_WEAVIATE_URL={settings.weaviate_url} is a Weaviate Cloud "
+                                 "cluster: set RAGLOOM_WEAVIATE_API_KEY")
+            return weaviate.connect_to_weaviate_cloud(cluster_url=settings.weaviate_url, auth_credentials=auth)
+        secure = url.scheme == "https"
+        return weaviate.connect_to_custom(
+            http_host=host, http_port=url.port or (443 if secure else 80), http_secure=secure,
+            grpc_host=host, grpc_port=settings.weaviate_grpc_port, grpc_secure=secure, auth_credentials=auth)
+    except StoreError:
+        raise
+    except Exception as e:  # connect_* raise startup, connection, auth and gRPC errors alike
+        raise StoreError(f"Weaviate at {where} is unreachable or refused the connection "
+                         f"({type(e).__name__}: {e}); for the local stack run `ragloom stack up`") from e

@@ -1,0 +1,121 @@
+"""The base of the store: collection names, and reading what is there (schema, ids, counts, a vector)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from ragloom.errors import StoreError
+from ragloom.stores.weaviate.errors import store_errors
+
+ITERATOR_PAGE = 2000
+FRESH_INDEX_ATTEMPTS = 5  # reads of a collection created a moment ago by another process (once_index_loaded)
+T = TypeVar("T")
+
+
+def once_index_loaded(read: Callable[[], T]) -> T:
+    """``read()``, retried while Weaviate says the collection's index does not exist yet: a collection another
+    process has just created is in the schema a moment before its index is loaded."""
+    for attempt in range(1, FRESH_INDEX_ATTEMPTS):
+        try:
+            return read()
+        except StoreError as e:
+            if "non-existing index" not in str(e):
+                raise
+            time.sleep(0.2 * attempt)
+    return read()
+
+
+def default_vector(vector: Any) -> list[float] | None:
+    """The object's (only or "default") vector as a list; None when it has none."""
+    if vector is None:
+        return None
+    if isinstance(vector, Mapping):
+        return vector.get("default") or next(iter(vector.values()), None)
+    return list(vector)
+
+
+class Inventory:
+    """``client`` is a connected ``weaviate.WeaviateClient``; ``prefix`` starts every collection name
+    (``Settings.collection_prefix``; tests use their own)."""
+
+    def __init__(self, client: Any, prefix: str) -> None:
+        if not re.fullmatch(r"[A-Z][A-Za-z0-9_]*", prefix or ""):
+            raise StoreError(f"collection prefix {prefix!r} must start with an upper-case letter and hold only "
+                             "letters, digits and _ (Weaviate class names)")
+        self.client = client
+        self.prefix = prefix
+        self._known_properties: dict[str, dict[str, str]] = {}  # collection -> property -> data type
+
+    def collection_name(self, strategy: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", strategy):
+            raise StoreError(f"strategy {strategy!r} is not a valid name ([a-z][a-z0-9_]*)")
+        return self.prefix + strategy.capitalize()
+
+    def _collection(self, strategy: str) -> Any:
+        return self.client.collections.use(self.collection_name(strategy))
+
+    def exists(self, strategy: str) -> bool:
+        with store_errors("exists"):
+            return bool(self.client.collections.exists(self.collection_name(strategy)))
+
+    def collection_info(self, strategy: str) -> dict[str, Any] | None:
+        """What ``ensure_collection`` recorded (strategy, dimension, model_id); None when there is no collection."""
+        if not self.exists(strategy):
+            return None
+        with store_errors("read collection config"):
+            description = self._collection(strategy).config.get().description or ""
+        try:
+            info = json.loads(description)
+        except ValueError:
+            return {}
+        return info if isinstance(info, dict) else {}
+
+    def property_types(self, strategy: str, refresh: bool = False) -> dict[str, str]:
+        """Property -> Weaviate data type name ("TEXT", "INT", "DATE", "TEXT_ARRAY", ...) of the strategy's
+        collection, cached; ``refresh`` re-reads it (ingestion adds meta_ properties as they appear)."""
+        return dict(self._properties(self.collection_name(strategy), refresh=refresh))
+
+    def _properties(self, name: str, refresh: bool = False) -> dict[str, str]:
+        if refresh or name not in self._known_properties:
+            with store_errors(f"read schema of {name}"):
+                config = self.client.collections.use(name).config.get()
+            self._known_properties[name] = {p.name: str(p.data_type.name) for p in config.properties}
+        return self._known_properties[name]
+
+    def chunk_index(self, strategy: str) -> dict[str, str]:
+        """chunk_id -> document_id of every object (cursor API; {} when the collection does not exist)."""
+        if not self.exists(strategy):
+            return {}
+
+        def read() -> dict[str, str]:
+            with store_errors(f"iterate {self.collection_name(strategy)}"):
+                return {obj.properties["chunk_id"]: obj.properties.get("document_id") or ""
+                        for obj in self._collection(strategy).iterator(
+                            return_properties=["chunk_id", "document_id"], cache_size=ITERATOR_PAGE)}
+
+        return once_index_loaded(read)
+
+    def count(self, strategy: str) -> int:
+        if not self.exists(strategy):
+            return 0
+
+        def read() -> int:
+            with store_errors(f"count {self.collection_name(strategy)}"):
+                return int(self._collection(strategy).aggregate.over_all(total_count=True).total_count or 0)
+
+        return once_index_loaded(read)
+
+    def vector_dimension(self, strategy: str) -> int | None:
+        """Length of a stored vector; None when the collection is missing or empty."""
+        if not self.exists(strategy):
+            return None
+        with store_errors(f"read a vector of {self.collection_name(strategy)}"):
+            res = self._collection(strategy).query.fetch_objects(limit=1, include_vector=True, return_properties=[])
+        if not res.objects:
+            return None
+        vector = default_vector(res.objects[0].vector)
+        return None if vector is None else len(vector)

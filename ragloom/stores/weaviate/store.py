@@ -1,0 +1,41 @@
+"""``WeaviateStore``: the only code that talks to Weaviate for chunks, assembled from its parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragloom.settings import Settings
+from ragloom.stores.weaviate.admin import Admin
+from ragloom.stores.weaviate.connection import open_client
+from ragloom.stores.weaviate.reads import Reads
+from ragloom.stores.weaviate.writes import Writes
+
+
+class WeaviateStore(Admin, Writes, Reads):
+    """One collection per chunking strategy, bring-your-own vectors (``schema``): collections created and
+    dropped (``admin``), read back (``inventory``), written (``writes``) and searched (``reads``).
+
+    ``client`` is a connected ``weaviate.WeaviateClient``; ``prefix`` starts every collection name
+    (``Settings.collection_prefix``; tests use their own)."""
+
+    def __init__(self, client: Any, prefix: str) -> None:
+        super().__init__(client, prefix)
+        self._owns_client = False
+
+    @classmethod
+    def connect(cls, settings: Settings) -> WeaviateStore:
+        """A store on a client opened from settings (``connection.open_client``), closed by ``close``."""
+        store = cls(open_client(settings), settings.collection_prefix)
+        store._owns_client = True
+        return store
+
+    def close(self) -> None:
+        """Close the client when ``connect`` opened it; a client handed to ``__init__`` stays its owner's."""
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> WeaviateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,180 @@
+"""Writing and deleting chunk objects: metadata typed before the write, bounded retries of failed objects."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ragloom.errors import StoreError
+from ragloom.filters import META_PREFIX
+from ragloom.stores.weaviate.errors import is_weaviate_failure, store_errors
+from ragloom.stores.weaviate.inventory import Inventory
+from ragloom.stores.weaviate.schema import coerce, infer_type, meta_property, object_properties, widen
+from ragloom.types import Chunk
+
+INSERT_BATCH = 512  # objects per gRPC insert_many request
+DELETE_BATCH = 1000  # ids per delete_many filter (below the server's QUERY_MAXIMUM_RESULTS)
+RETRY_DELAYS = (0.25, 0.5, 1.0)  # backoff between retries of failed objects; bounded
+
+
+class _RequestFailed(Exception):
+    """An insert request failed as a whole (no per-object errors): the server or the network is down."""
+
+
+@dataclass
+class WriteResult:
+    """What a write did: objects written, and chunk id -> error for those that failed after retries."""
+
+    written: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def failure_message(collection: str, failed: Mapping[str, str], show: int = 5) -> str:
+    """'N objects failed ...: id: error; ...' with the first few ids and messages."""
+    sample = "; ".join(f"{cid}: {msg}" for cid, msg in list(failed.items())[:show])
+    more = f" (and {len(failed) - show} more)" if len(failed) > show else ""
+    return f"{len(failed)} object(s) could not be written to {collection} after retries: {sample}{more}"
+
+
+def invalid_vectors(vectors: np.ndarray) -> dict[int, str]:
+    """Row index -> why, for vectors a cosine index cannot hold (non-finite, or zero length)."""
+    out: dict[int, str] = {}
+    finite = np.isfinite(vectors).all(axis=1)
+    norms = np.linalg.norm(np.where(np.isfinite(vectors), vectors, 0.0), axis=1)
+    for i in np.flatnonzero(~finite):
+        out[int(i)] = "vector has NaN or infinite components"
+    for i in np.flatnonzero(finite & (norms < 1e-12)):
+        out[int(i)] = "vector is all zeros (cosine distance is undefined)"
+    return out
+
+
+class Writes(Inventory):
+    """Objects are written with uuid5 of the chunk id, so a write is an idempotent upsert."""
+
+    def upsert_chunks(self, strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> int:
+        """Write chunks with their vectors (idempotent: uuid5 of the chunk id); StoreError naming any that
+        still fail after bounded retries. Returns the number written."""
+        result = self.write_chunks(strategy, chunks, vectors)
+        if result.failed:
+            raise StoreError(failure_message(self.collection_name(strategy), result.failed))
+        return result.written
+
+    def write_chunks(self, strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> WriteResult:
+        """Like ``upsert_chunks`` but returns the failures instead of raising (callers that go on)."""
+        from weaviate.classes.data import DataObject
+        from weaviate.util import generate_uuid5
+
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(chunks):
+            raise StoreError(f"{len(chunks)} chunks but vectors of shape {vectors.shape}")
+        if not chunks:
+            return WriteResult()
+        name = self.collection_name(strategy)
+        if not self.exists(strategy):
+            raise StoreError(f"collection {name} does not exist: call ensure_collection first")
+        rows = [object_properties(c) for c in chunks]
+        self._ensure_meta_properties(name, chunks, rows)
+        objects = [DataObject(properties=props, uuid=generate_uuid5(c.chunk_id), vector=v.tolist())
+                   for c, props, v in zip(chunks, rows, vectors, strict=True)]
+        # Weaviate 1.39 stores NaN, inf and all-zero vectors without complaint and then ranks them with NaN
+        # scores: refuse them here, per object, like any other failed object (no retry can fix them).
+        invalid = invalid_vectors(vectors)
+        pending = [i for i in range(len(objects)) if i not in invalid]
+        errors: dict[int, str] = {}
+        unreachable = ""  # a whole request failed (server down, network): not the objects' fault
+        collection = self.client.collections.use(name)
+        for attempt in range(len(RETRY_DELAYS) + 1):
+            if attempt:
+                time.sleep(RETRY_DELAYS[attempt - 1])
+            errors, unreachable = {}, ""
+            for begin in range(0, len(pending), INSERT_BATCH):
+                part = pending[begin:begin + INSERT_BATCH]
+                try:
+                    errors.update(self._insert(collection, [objects[i] for i in part], part))
+                except _RequestFailed as e:
+                    unreachable = str(e)
+                    errors.update(dict.fromkeys(part, unreachable))
+            pending = sorted(errors)
+            if not pending:
+                break
+        if unreachable:
+            # An outage fails the run now, loudly, instead of recording every later batch as failed objects.
+            raise StoreError(f"Weaviate: writing to {name} failed after {len(RETRY_DELAYS) + 1} attempts: "
+                             f"{unreachable}")
+        failed = {chunks[i].chunk_id: msg for i, msg in sorted({**invalid, **errors}.items())}
+        return WriteResult(written=len(chunks) - len(failed), failed=failed)
+
+    @staticmethod
+    def _insert(collection: Any, objects: list[Any], indexes: list[int]) -> dict[int, str]:
+        """One insert_many; returns original index -> error message for the objects that failed."""
+        from weaviate.exceptions import WeaviateInsertManyAllFailedError
+
+        try:
+            result = collection.data.insert_many(objects)
+        except WeaviateInsertManyAllFailedError as e:
+            if len(objects) == 1:
+                return {indexes[0]: str(e).removeprefix("Every object failed during insertion. ")}
+            # The exception does not say which error is whose: one request per object tells us exactly.
+            errors: dict[int, str] = {}
+            for obj, index in zip(objects, indexes, strict=True):
+                errors.update(Writes._insert(collection, [obj], [index]))
+            return errors
+        except Exception as e:
+            if is_weaviate_failure(e):
+                raise _RequestFailed(f"{type(e).__name__}: {e}") from e  # the whole request failed: retry all
+            raise
+        return {indexes[i]: err.message for i, err in result.errors.items()}
+
+    def _ensure_meta_properties(self, name: str, chunks: list[Chunk], rows: list[dict[str, Any]]) -> None:
+        """Add missing meta_ properties with their inferred types, then coerce every value (in place)."""
+        known = self._properties(name)
+        seen: dict[str, set[str]] = {}
+        for row in rows:
+            for key, value in row.items():
+                if key.startswith(META_PREFIX) and key not in known:
+                    seen.setdefault(key, set()).add(infer_type(value) or "TEXT")
+        if seen:
+            for key, types in sorted(seen.items()):
+                with store_errors(f"add property {key} to {name}"):
+                    try:
+                        self.client.collections.use(name).config.add_property(meta_property(key, widen(types)))
+                    except Exception:
+                        # a concurrent writer may have added it: re-read the schema before giving up
+                        if key not in self._properties(name, refresh=True):
+                            raise
+            known = self._properties(name, refresh=True)
+        for chunk, row in zip(chunks, rows, strict=True):
+            for key, value in row.items():
+                if not key.startswith(META_PREFIX):
+                    continue
+                type_name = known.get(key, "TEXT")
+                try:
+                    row[key] = coerce(value, type_name)
+                except ValueError as e:
+                    raise StoreError(f"chunk {chunk.chunk_id} of document {chunk.document_id}: metadata "
+                                     f"{key.removeprefix(META_PREFIX)!r} -> {key}: {e} (the property is "
+                                     f"{type_name} since its first value)") from e
+
+    def delete_chunks(self, strategy: str, chunk_ids: Iterable[str]) -> int:
+        """Delete objects by chunk id (batched by uuid); returns how many were deleted."""
+        from weaviate.classes.query import Filter
+        from weaviate.util import generate_uuid5
+
+        ids = list(dict.fromkeys(chunk_ids))
+        if not ids or not self.exists(strategy):
+            return 0
+        collection = self._collection(strategy)
+        deleted = 0
+        for begin in range(0, len(ids), DELETE_BATCH):
+            uuids = [generate_uuid5(cid) for cid in ids[begin:begin + DELETE_BATCH]]
+            with store_errors(f"delete from {self.collection_name(strategy)}"):
+                result = collection.data.delete_many(where=Filter.by_id().contains_any(uuids))
+            if result.failed:
+                raise StoreError(f"Weaviate could not delete {result.failed} of {len(uuids)} objects from "
+                                 f"{self.collection_name(strategy)}")
+            deleted += int(result.successful)
+        return deleted

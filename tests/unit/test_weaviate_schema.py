@@ -1,0 +1,126 @@
+"""The Weaviate store's pure parts: metadata naming, type inference, widening, coercion, the object a chunk
+becomes, the property configurations, and the one classifier of Weaviate failures (no server)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta, timezone
+
+import grpc
+import httpx
+import pytest
+from weaviate.exceptions import WeaviateConnectionError, WeaviateQueryError
+
+from ragloom.errors import StoreError
+from ragloom.filters import meta_property_name
+from ragloom.stores.weaviate.errors import is_weaviate_failure, store_errors
+from ragloom.stores.weaviate.schema import (
+    CORE_PROPERTIES,
+    as_date,
+    coerce,
+    core_properties,
+    flatten_metadata,
+    infer_type,
+    meta_property,
+    object_properties,
+    widen,
+)
+from ragloom.types import HEADING_SEPARATOR, Chunk, Scope
+
+
+def test_meta_names_types_and_coercion():
+    assert meta_property_name("Review Status") == meta_property_name("review-status") == "meta_review_status"
+    assert flatten_metadata({"title": "t", "source_path": "p", "a": {"b": 1, "c": None}, "x": None}) == {
+        "meta_a_b": 1}
+    assert [infer_type(v) for v in (True, 3, 2.5, "2024-01-05", "2024-01-05T10:00:00+02:00", "draft",
+                                    ["a", "b"], [1, 2], [1, 2.5], [True], [], float("nan"), None)] == [
+        "BOOL", "INT", "NUMBER", "DATE", "DATE", "TEXT", "TEXT_ARRAY", "INT_ARRAY", "NUMBER_ARRAY", "BOOL_ARRAY",
+        None, None, None]
+    assert widen({"INT", "NUMBER"}) == "NUMBER" and widen({"DATE", "TEXT"}) == "TEXT"
+    assert widen({"TEXT", "INT_ARRAY"}) == "TEXT_ARRAY"
+    assert coerce("2024-01-05", "DATE") == datetime(2024, 1, 5, tzinfo=UTC)
+    assert coerce(date(2024, 1, 5), "DATE") == datetime(2024, 1, 5, tzinfo=UTC)
+    assert coerce("2024-01-05", "TEXT") == "2024-01-05"
+    assert coerce(3, "NUMBER") == 3.0 and coerce(4.0, "INT") == 4
+    assert coerce("x", "TEXT_ARRAY") == ["x"]
+    for value, data_type in ((4.5, "INT"), ("soon", "DATE"), (1, "BOOL"), (True, "INT")):
+        with pytest.raises(ValueError):
+            coerce(value, data_type)
+
+
+def test_widen_holds_every_value_of_the_types_it_joins():
+    values = {"BOOL": True, "INT": 3, "NUMBER": 2.5, "DATE": "2024-01-05", "TEXT": "x", "INT_ARRAY": [1],
+              "NUMBER_ARRAY": [1.5], "TEXT_ARRAY": ["a"], "BOOL_ARRAY": [False]}
+    for a in values:
+        for b in values:
+            wide = widen({a, b})
+            for name in (a, b):
+                coerce(values[name], wide)  # never raises: the widened type stores both
+
+
+def test_dates_are_aware_and_naive_means_utc():
+    assert as_date(datetime(2024, 1, 5, 10)) == datetime(2024, 1, 5, 10, tzinfo=UTC)
+    plus2 = timezone(timedelta(hours=2))
+    assert as_date("2024-01-05T10:00:00+02:00") == datetime(2024, 1, 5, 10, tzinfo=plus2)
+    assert as_date("2024-01-05t10:00z") == datetime(2024, 1, 5, 10, tzinfo=UTC)
+    for not_a_date in ("2024-13-45", "20240105", "yesterday", 20240105, None, "2024-01-05 junk"):
+        assert as_date(not_a_date) is None
+
+
+def test_a_chunk_becomes_core_properties_and_its_metadata():
+    chunk = Chunk(chunk_id="c1", document_id="d1", strategy="hierarchical", text="body", start=3, end=7,
+                  token_count=1, position=2, level=1, parent_id="p1", heading_path=["A", "B > C"],
+                  embed_text="A > B > C body", scope=Scope("acme", "alice"),
+                  metadata={"title": "T", "source_path": "docs/a.md", "Review Status": "ok", "nested": {"n": 1},
+                            "empty": [], "gone": None})
+    props = object_properties(chunk)
+    assert set(props) - set(CORE_PROPERTIES) == {"meta_review_status", "meta_nested_n"}
+    assert props["heading_path"] == HEADING_SEPARATOR.join(["A", "B > C"])
+    assert props["heading_parts"] == ["A", "B > C"]  # the exact pieces, even with the separator inside one
+    assert (props["title"], props["source_path"], props["parent_id"]) == ("T", "docs/a.md", "p1")
+    assert (props["scope_path"], props["scope_tenant"], props["scope_user"]) == ("acme/alice", "acme", "alice")
+    assert "parent_id" not in object_properties(Chunk(chunk_id="c2", document_id="d1", strategy="recursive",
+                                                      text="x", start=0, end=1, token_count=1, position=0))
+
+
+def test_property_configurations():
+    props = {p.name: p for p in core_properties()}
+    assert list(props) == list(CORE_PROPERTIES)
+    assert props["text"].indexSearchable and props["text"].tokenization.value == "word"
+    assert props["chunk_id"].tokenization.value == "field" and not props["chunk_id"].indexSearchable
+    assert props["level"].tokenization is None and props["embed_text"].indexFilterable is False
+    text = meta_property("meta_status", "TEXT_ARRAY")
+    assert (text.dataType.value, text.tokenization.value, text.indexSearchable) == ("text[]", "field", False)
+    number = meta_property("meta_year", "INT")
+    assert (number.dataType.value, number.tokenization, number.indexSearchable) == ("int", None, None)
+
+
+@pytest.mark.parametrize("error", [
+    WeaviateConnectionError("down"), WeaviateQueryError("bad", "gRPC"), ConnectionRefusedError("refused"),
+    TimeoutError("slow"), grpc.RpcError(), httpx.ConnectError("no route"),
+])
+def test_weaviate_failures_become_store_errors_naming_the_operation(error):
+    assert is_weaviate_failure(error)
+    with pytest.raises(StoreError, match="Weaviate count RagloomX failed") as raised:
+        with store_errors("count RagloomX"):
+            raise error
+    assert raised.value.__cause__ is error
+
+
+@pytest.mark.parametrize("error", [KeyError("chunk_id"), TypeError("bug"), ValueError("bug")])
+def test_our_own_bugs_are_not_store_errors(error):
+    assert not is_weaviate_failure(error)
+    with pytest.raises(type(error)):
+        with store_errors("count RagloomX"):
+            raise error
+
+
+def test_a_failure_can_be_explained_and_store_errors_pass_through():
+    with pytest.raises(StoreError, match="^collection X does not exist$"):
+        with store_errors("bm25 on X", explain=lambda: "collection X does not exist"):
+            raise WeaviateConnectionError("down")
+    with pytest.raises(StoreError, match="Weaviate bm25 on X failed"):
+        with store_errors("bm25 on X", explain=lambda: None):
+            raise WeaviateConnectionError("down")
+    with pytest.raises(StoreError, match="^ours$"):
+        with store_errors("bm25 on X", explain=lambda: "not used"):
+            raise StoreError("ours")
