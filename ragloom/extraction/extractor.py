@@ -49,6 +49,7 @@ class Extraction:
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)  # entity id -> normalized names, canonical first
     forms: set[tuple[str, str]] = field(default_factory=set)  # the (type, surface form) pairs resolved
     chunk_ids: list[str] = field(default_factory=list)  # the chunks this extraction covers
+    type_merges: list[tuple[str, str, str]] = field(default_factory=list)  # (name key, label, merged onto label)
     seconds: float = 0.0  # time spent producing it (for a wave: from the caller's request to the yield)
 
     @property
@@ -179,7 +180,7 @@ class EntityExtractor:
         mentions, relations = self._link(parses, resolution)
         return Extraction(entities=list(resolution.entities.values()), mentions=mentions, relations=relations,
                           keys=resolution.keys, forms=set(resolution.entity_of),
-                          chunk_ids=[parse.chunk_id for parse in parses])
+                          chunk_ids=[parse.chunk_id for parse in parses], type_merges=resolution.type_merges)
 
     def _parse_batch(self, items: list[tuple[str, str]]) -> list[_ChunkParse]:
         """Entity spans (with their sentence) and SVO triples of (chunk id, text) pairs."""

@@ -1,4 +1,7 @@
-"""Entity resolution: normalized names, and surface forms merged into canonical entities of one type.
+"""Entity resolution: normalized names, and surface forms merged into canonical entities.
+
+One name seen under several NER labels ("Bergen" as GPE and ORG) is one entity, typed by its most frequent
+label, unless the mentions are evidence of two things (see ``two_things``).
 
 Pure Python (no spaCy), so the stores and tests can use it without loading a pipeline.
 """
@@ -32,6 +35,21 @@ _ROMAN = re.compile(r"^[ivxlcdm]+$")
 _ACRONYM = re.compile(r"(?:[A-Z]\.?){2,6}")  # "U.S.", "USA", "BJP": a surface written as initials
 _NOT_INITIAL = frozenset({"of", "the", "and", "for", "&", "de", "du", "la", "le", "von", "van", "der", "in", "on",
                           "at", "to", "a", "an"})
+# One name under several NER labels is one thing: spaCy's small models give the same thing different labels
+# ("Bergen" GPE/ORG, "DeepCurrent API" PRODUCT/ORG, "Canada" GPE 59x/PERSON 1x and "Rotterdam" GPE 5x/PERSON 5x
+# in the sample corpus). Evidence of two things is a name read as two *kinds* (a person, a work, a language,
+# or anything else), each reading strong: at least SPLIT_MIN_MENTIONS mentions and SPLIT_MIN_SHARE of the
+# name's mentions ("Jordan" the country and the player in a large corpus). Label noise stays far below that.
+DISTINCT_KINDS = {"PERSON": "person", "WORK_OF_ART": "work", "LANGUAGE": "language"}
+SPLIT_MIN_MENTIONS = 10
+SPLIT_MIN_SHARE = 0.4
+
+
+def type_kind(entity_type: str) -> str:
+    """The kind of thing an NER label names; labels of one kind are always one thing."""
+    return DISTINCT_KINDS.get(entity_type, "thing")
+
+
 # Words that make two otherwise equal names different places or things: never merge across them.
 _CONTRASTIVE = frozenset({
     "north", "south", "east", "west", "northern", "southern", "eastern", "western", "upper", "lower",
@@ -126,6 +144,7 @@ class Resolution:
     merged_forms: int = 0  # surface forms that joined an entity another form started
     fuzzy_merges: list[tuple[str, str, str]] = field(default_factory=list)  # (type, key, onto key)
     acronym_merges: list[tuple[str, str, str]] = field(default_factory=list)  # (type, key, onto key)
+    type_merges: list[tuple[str, str, str]] = field(default_factory=list)  # (key, type, onto type)
 
     @property
     def merge_ratio(self) -> float:
@@ -162,6 +181,49 @@ def _compatible(a: str, b: str, min_token_length: int, entity_type: str = "") ->
     return len(ta) >= (3 if entity_type == "PERSON" else 2)
 
 
+def canonical_types(counts: Mapping[tuple[str, str], int], known: Iterable[tuple[str, str]] = ()) -> dict[
+        tuple[str, str], str]:
+    """The label each (label, normalized name) of a batch merges onto, given mention counts per pair and the
+    (label, name) pairs of known entities. A name's labels merge onto the label of a known entity of that
+    name, else onto its most frequent label (ties: alphabetical); with evidence of two things (``two_things``)
+    each kind merges on its own. Returns only the pairs that move; a known entity's pair never moves."""
+    labels: dict[str, dict[str, int]] = defaultdict(dict)  # name -> label -> mentions
+    for (etype, key), n in counts.items():
+        labels[key][etype] = n
+    known = set(known)
+    stored: dict[str, list[str]] = defaultdict(list)
+    for etype, key in known:
+        if key in labels:
+            stored[key].append(etype)
+    moves: dict[tuple[str, str], str] = {}
+    for key, by_label in labels.items():
+        kinds: Counter[str] = Counter()
+        for etype, n in by_label.items():
+            kinds[type_kind(etype)] += n
+        split = two_things(kinds)
+        parts: dict[str, list[str]] = defaultdict(list)
+        for etype in by_label:
+            parts[type_kind(etype) if split else ""].append(etype)
+        for part, etypes in parts.items():
+            targets = sorted(t for t in stored[key] if not split or type_kind(t) == part)
+            if len(etypes) < 2 and not targets:
+                continue
+            target = targets[0] if targets else min(etypes, key=lambda t: (-by_label[t], t))
+            for etype in etypes:
+                if etype != target and (etype, key) not in known:
+                    moves[(etype, key)] = target
+    return moves
+
+
+def two_things(kind_mentions: Mapping[str, int]) -> bool:
+    """Whether one name's mentions per kind are evidence of two things: the two strongest kinds each have
+    at least SPLIT_MIN_MENTIONS mentions and SPLIT_MIN_SHARE of all."""
+    ranked = sorted(kind_mentions.values(), reverse=True)
+    if len(ranked) < 2:
+        return False
+    return ranked[1] >= SPLIT_MIN_MENTIONS and ranked[1] >= SPLIT_MIN_SHARE * sum(ranked)
+
+
 def _add_head(heads: dict[str, tuple[list[str], list[str]]], key: str, entity_id: str) -> None:
     keys, ids = heads[key[0]]
     keys.append(key)
@@ -169,9 +231,9 @@ def _add_head(heads: dict[str, tuple[list[str], list[str]]], key: str, entity_id
 
 
 class EntityResolver:
-    """Merges surface forms into canonical entities: exact on the normalized name, then fuzzy within a type.
-
-    Never merges across types. Entities already in the graph (``known``) win, so their ids stay stable.
+    """Merges surface forms into canonical entities: one name under several NER labels becomes one entity
+    of the most frequent label (``canonical_types``); then exact on the normalized name, then fuzzy within
+    a label. Entities already in the graph (``known``) win, so their ids and types stay stable.
     """
 
     def __init__(self, fuzzy_threshold: float = DEFAULT_FUZZY_THRESHOLD,
@@ -188,11 +250,11 @@ class EntityResolver:
 
     def resolve(self, surfaces: Mapping[tuple[str, str], int], known: Iterable[KnownEntity] = ()) -> Resolution:
         """``surfaces`` counts each (type, surface form); the most frequent form names a new entity."""
-        by_type: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+        keyed: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)  # (type, key) -> surface counts
         for (etype, surface), count in surfaces.items():
             key = self.normalize(surface, etype)
             if key:
-                by_type[etype][key][surface] += count
+                keyed[(etype, key)][surface] += count
         known_by_type: dict[str, dict[str, str]] = defaultdict(dict)  # type -> key -> entity id
         canonical: dict[str, str] = {}  # known entity id -> its normalized name
         for entity in known:
@@ -203,8 +265,23 @@ class EntityResolver:
                 known_by_type[entity.type].setdefault(key, entity.entity_id)
 
         result = Resolution(entity_of={}, entities={}, keys={}, surface_forms=0)
+        onto = canonical_types({tk: sum(c.values()) for tk, c in keyed.items()},
+                               {(t, k) for t, keys in known_by_type.items() for k in keys})
+        by_type: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+        labels: dict[tuple[str, str], set[str]] = defaultdict(set)  # (type, surface) -> labels NER gave it
+        for (etype, key), counts in keyed.items():
+            target = onto.get((etype, key), etype)
+            if target != etype:
+                result.type_merges.append((key, etype, target))
+            by_type[target][key].update(counts)
+            for surface in counts:
+                labels[(target, surface)].add(etype)
         for etype in sorted(by_type):
             self._resolve_type(etype, by_type[etype], known_by_type.get(etype, {}), canonical, result)
+        # Mentions look entities up by the label NER gave the span.
+        result.entity_of = {(label, surface): eid for (etype, surface), eid in result.entity_of.items()
+                            for label in labels[(etype, surface)]}
+        result.type_merges.sort()
         return result
 
     def _resolve_type(self, etype: str, groups: dict[str, Counter[str]], known: dict[str, str],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass
 
 from ragloom.extraction.extractor import EntityExtractor, Extraction
@@ -26,6 +26,9 @@ class GraphSyncReport(SyncReport):
     relations_deleted: int = 0
     entities_deleted: int = 0
     documents_deleted: int = 0
+    type_merges: int = 0  # (name, NER label) pairs merged onto the same name's entity under another label
+    type_merge_examples: str = ""  # a few of them, "name: LABEL->LABEL"
+    version: str = ""  # the graph version this sync stamped ("" when it changed nothing)
     extraction_processes: int = 0  # spaCy processes the extraction ran in (1: in the run's own process)
     waves: int = 0  # extraction waves written one after the other
     extract_seconds: float = 0.0  # waiting for extraction (parsing and resolution)
@@ -52,9 +55,28 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     Idempotent: a second call with the same chunks writes nothing. A chunk whose extraction was not
     completely written (a run that failed midway) counts as new again. With worker processes a large batch
     is extracted in waves, each written while the next is parsed (``EntityExtractor.extract_waves``).
+    A sync that changes the graph, even one that fails midway, stamps a new graph version.
     """
     started = time.perf_counter()
     report = GraphSyncReport(strategy=strategy)
+    try:
+        _sync_chunks(store, extractor, strategy, chunks, report, log)
+    except BaseException:
+        if report.changed:  # readers must not keep a snapshot of what the graph held before the writes
+            with suppress(Exception):
+                report.version = store.stamp_version(strategy)
+        raise
+    if report.changed:
+        report.version = store.stamp_version(strategy)
+    report.seconds = time.perf_counter() - started
+    log(f"graph {strategy}: " + (f"version {report.version} (total {report.seconds:.1f}s)" if report.changed else
+                                 f"{report.chunks_unchanged} chunks, nothing changed"))
+    return report
+
+
+def _sync_chunks(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chunks: list[Chunk],
+                 report: GraphSyncReport, log: Log) -> None:
+    started = time.perf_counter()
     current = current_chunks("sync_graph", strategy, chunks)
     store.ensure_schema()
     stored = store.chunk_states(strategy)
@@ -63,9 +85,7 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     report.chunks_removed = len(todo.stale)
     report.chunks_unchanged = todo.unchanged
     if not todo.changed:
-        report.seconds = time.perf_counter() - started
-        log(f"graph {strategy}: {len(current)} chunks, nothing changed")
-        return report
+        return
 
     touched = {c.document_id for c in todo.new} | {stored[cid][0] for cid in todo.stale}
     report.documents_touched = len(touched)
@@ -91,6 +111,7 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     entity_ids: set[str] = set()
     relation_keys: set[tuple[str, str, str]] = set()
     forms: set[tuple[str, str]] = set()
+    type_merges: set[tuple[str, str, str]] = set()
     report.extraction_processes = extractor.processes_for(len(todo.new))
 
     def extracted(waves: Iterator[Extraction]) -> Iterator[Extraction]:
@@ -98,6 +119,7 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
             report.waves += 1
             report.extract_seconds += extraction.seconds
             forms.update(extraction.forms)
+            type_merges.update(extraction.type_merges)
             entity_ids.update(e.entity_id for e in extraction.entities)
             relation_keys.update((r.source_id, r.target_id, r.type) for r in extraction.relations)
             report.mentions += len(extraction.mentions)
@@ -116,8 +138,9 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     report.write_work_seconds += times.work_seconds
     report.entities, report.relations = len(entity_ids), len(relation_keys)
     report.surface_forms = len(forms)  # distinct over all waves
-    report.seconds = time.perf_counter() - started
-    log(f"graph {strategy}: wrote {report.entities} entities, {report.mentions} mentions, {report.relations} "
-        f"relations; writes took {report.write_work_seconds:.1f}s, {report.write_seconds:.1f}s of them not "
-        f"overlapped with extraction (total {report.seconds:.1f}s)")
-    return report
+    report.type_merges = len(type_merges)
+    report.type_merge_examples = "; ".join(f"{key}: {label}->{onto}" for key, label, onto in sorted(type_merges)[:10])
+    log(f"graph {strategy}: wrote {report.entities} entities ({report.type_merges} names merged across NER labels), "
+        f"{report.mentions} mentions, {report.relations} relations; writes took {report.write_work_seconds:.1f}s, "
+        f"{report.write_seconds:.1f}s of them not overlapped with extraction "
+        f"({time.perf_counter() - started:.1f}s)")

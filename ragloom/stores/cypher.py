@@ -21,6 +21,7 @@ SCHEMA: tuple[str, ...] = (
     "CREATE CONSTRAINT ragloom_document_key IF NOT EXISTS FOR (d:Document) REQUIRE (d.ns, d.document_id) IS UNIQUE",
     "CREATE CONSTRAINT ragloom_chunk_key IF NOT EXISTS FOR (c:Chunk) REQUIRE (c.ns, c.chunk_id) IS UNIQUE",
     "CREATE CONSTRAINT ragloom_entity_key IF NOT EXISTS FOR (e:Entity) REQUIRE (e.ns, e.entity_id) IS UNIQUE",
+    "CREATE CONSTRAINT ragloom_graph_meta_key IF NOT EXISTS FOR (m:GraphMeta) REQUIRE (m.ns, m.strategy) IS UNIQUE",
     "CREATE INDEX ragloom_chunk_strategy IF NOT EXISTS FOR (c:Chunk) ON (c.ns, c.strategy)",
     "CREATE INDEX ragloom_chunk_document IF NOT EXISTS FOR (c:Chunk) ON (c.ns, c.document_id)",
     "CREATE INDEX ragloom_entity_norm IF NOT EXISTS FOR (e:Entity) ON (e.ns, e.norm)",
@@ -95,6 +96,14 @@ SET r.chunk_ids = r.chunk_ids + [i IN fresh | row.chunk_ids[i]],
     r.weight = r.weight + reduce(total = 0, i IN fresh | total + row.weights[i])
 """
 
+# Recounted, not incremented: a re-run of a half-written wave or a deletion leaves the exact figure. Only
+# chunks start MENTIONS, one per (chunk, entity) (MERGE), so the degree is the number of distinct chunks.
+UPDATE_CHUNK_COUNTS = """
+UNWIND $entity_ids AS entity_id
+MATCH (e:Entity {ns: $ns, entity_id: entity_id})
+SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }
+"""
+
 MARK_EXTRACTED = """
 UNWIND $chunk_ids AS chunk_id
 MATCH (c:Chunk {ns: $ns, chunk_id: chunk_id})
@@ -150,10 +159,28 @@ DETACH DELETE d
 RETURN count(*) AS deleted
 """
 
+# The strategy's node is created, and every strategy's version in the namespace moves: entities, their
+# relations and synonyms are shared by the strategies of one namespace.
+STAMP_VERSION = """
+MERGE (:GraphMeta {ns: $ns, strategy: $strategy})
+WITH 1 AS one
+MATCH (m:GraphMeta) WHERE m.ns = $ns
+SET m.version = $version, m.updated_at = datetime()
+RETURN count(m) AS stamped
+"""
+
+# A change that is no sync of one strategy (chunks moved to another scope) moves every existing version.
+STAMP_VERSIONS = """
+MATCH (m:GraphMeta) WHERE m.ns = $ns
+SET m.version = $version, m.updated_at = datetime()
+RETURN count(m) AS stamped
+"""
+
 CLEAR_LABEL = {
     "Chunk": "MATCH (n:Chunk) WHERE n.ns = $ns WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
     "Entity": "MATCH (n:Entity) WHERE n.ns = $ns WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
     "Document": "MATCH (n:Document) WHERE n.ns = $ns WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
+    "GraphMeta": "MATCH (n:GraphMeta) WHERE n.ns = $ns WITH n LIMIT $batch DETACH DELETE n RETURN count(*) AS deleted",
 }
 
 # --- reads --------------------------------------------------------------------------------------------
@@ -165,6 +192,8 @@ RETURN c.chunk_id AS chunk_id, c.document_id AS document_id, coalesce(c.extracte
 
 CHUNK_IDS_ALL = "MATCH (c:Chunk) WHERE c.ns = $ns RETURN c.chunk_id AS chunk_id"
 CHUNK_IDS_OF_STRATEGY = "MATCH (c:Chunk) WHERE c.ns = $ns AND c.strategy = $strategy RETURN c.chunk_id AS chunk_id"
+
+GRAPH_VERSION = "MATCH (m:GraphMeta {ns: $ns, strategy: $strategy}) RETURN m.version AS version"
 
 ENTITY_KEYS = """
 MATCH (e:Entity) WHERE e.ns = $ns
@@ -305,6 +334,21 @@ def write_mentions(ns: str, rows: list[dict[str, Any]]) -> Query:
 
 def write_relations(ns: str, rows: list[dict[str, Any]]) -> Query:
     return WRITE_RELATIONS, {"ns": ns, "rows": rows}
+
+
+def update_chunk_counts(ns: str, entity_ids: list[str]) -> Query:
+    return UPDATE_CHUNK_COUNTS, {"ns": ns, "entity_ids": list(entity_ids)}
+
+
+def stamp_version(ns: str, strategy: str | None, version: str) -> Query:
+    """Every strategy's version in the namespace; with ``strategy``, its GraphMeta node is made if missing."""
+    if strategy is None:
+        return STAMP_VERSIONS, {"ns": ns, "version": version}
+    return STAMP_VERSION, {"ns": ns, "strategy": strategy, "version": version}
+
+
+def graph_version(ns: str, strategy: str) -> Query:
+    return GRAPH_VERSION, {"ns": ns, "strategy": strategy}
 
 
 def mark_extracted(ns: str, chunk_ids: list[str]) -> Query:

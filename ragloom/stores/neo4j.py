@@ -3,11 +3,13 @@
 Model: (:Document)-[:HAS_CHUNK]->(:Chunk), (:Chunk)-[:NEXT]->(:Chunk) in reading order per document,
 strategy and level, (:Chunk)-[:PARENT_OF]->(:Chunk), (:Chunk)-[:MENTIONS {count}]->(:Entity),
 (:Entity)-[:RELATED_TO {type, weight, chunk_ids, chunk_weights}]->(:Entity). Chunk ids are the Weaviate
-chunk ids. All Cypher lives in ragloom.stores.cypher.
+chunk ids. Every entity keeps ``chunk_count`` (distinct chunks mentioning it); a (:GraphMeta {ns, strategy})
+node's ``version`` changes whenever a sync changes the graph. All Cypher lives in ragloom.stores.cypher.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -164,6 +166,7 @@ class Neo4jStore:
         mention_rows = [{"chunk_id": m.chunk_id, "entity_id": m.entity_id, "count": m.count}
                         for m in extraction.mentions]
         self._write_rows(cypher.write_mentions, mention_rows)
+        self._write_rows(cypher.update_chunk_counts, sorted({m.entity_id for m in extraction.mentions}))
         evidence: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)
         for r in extraction.relations:
             per_chunk = evidence[(r.source_id, r.target_id, r.type)]
@@ -198,6 +201,7 @@ class Neo4jStore:
         for batch in cypher.batched(sorted(entities), self.batch_size):
             counts["entities_deleted"] += self._run(
                 cypher.delete_orphan_entities(self.namespace, batch), write=True)[0]["deleted"]
+        self._write_rows(cypher.update_chunk_counts, sorted(entities))  # the survivors among them
         for batch in cypher.batched(sorted(documents), self.batch_size):
             counts["documents_deleted"] += self._run(
                 cypher.delete_empty_documents(self.namespace, batch), write=True)[0]["deleted"]
@@ -207,12 +211,24 @@ class Neo4jStore:
         """Move a document's chunks whose scope is one of ``from_paths`` to ``scope_path``; returns how many.
         Entities and relations stay: their visibility follows the chunks that mention them."""
         rows = self._run(cypher.rescope_document(self.namespace, document_id, from_paths, scope_path), write=True)
-        return int(rows[0]["moved"]) if rows else 0
+        moved = int(rows[0]["moved"]) if rows else 0
+        if moved:
+            self.stamp_version(None)  # a reader's snapshot holds each chunk's scope
+        return moved
+
+    def stamp_version(self, strategy: str | None) -> str:
+        """Give the graph a new version (a random token, never reused): readers holding another one reload.
+        Every strategy's version in this namespace moves, since they share the entities; ``strategy``'s
+        GraphMeta node is created if missing (None: only existing ones move)."""
+        self.ensure_schema()
+        version = uuid.uuid4().hex
+        self._run(cypher.stamp_version(self.namespace, strategy, version), write=True)
+        return version
 
     def clear(self) -> int:
         """Delete everything in this namespace (in batches); returns the number of nodes deleted."""
         total = 0
-        for label in ("Chunk", "Entity", "Document"):
+        for label in ("Chunk", "Entity", "Document", "GraphMeta"):
             while True:
                 deleted = self._run(cypher.clear_label(self.namespace, label), write=True)[0]["deleted"]
                 total += deleted
@@ -229,6 +245,11 @@ class Neo4jStore:
         """chunk id -> (document id, whether its extraction was written completely)."""
         rows = self._run(cypher.chunk_states(self.namespace, strategy))
         return {r["chunk_id"]: (r["document_id"], bool(r["extracted"])) for r in rows}
+
+    def graph_version(self, strategy: str) -> str | None:
+        """The version the last sync that changed this namespace's graph stamped (None: never synced)."""
+        rows = self._run(cypher.graph_version(self.namespace, strategy))
+        return rows[0]["version"] if rows else None
 
     def known_entities(self) -> list[KnownEntity]:
         """Every entity's id, type and normalized names, so new surface forms resolve onto it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -72,8 +73,8 @@ def snapshot(driver, ns: str) -> dict:
         return [r.data() for r in records]
 
     return {
-        "entities": {(r["id"], r["type"]) for r in rows("MATCH (e:Entity {ns: $ns}) RETURN e.entity_id AS id, "
-                                                         "e.type AS type")},
+        "entities": {(r["id"], r["type"], r["chunk_count"]) for r in rows(
+            "MATCH (e:Entity {ns: $ns}) RETURN e.entity_id AS id, e.type AS type, e.chunk_count AS chunk_count")},
         "mentions": {(r["c"], r["e"]): r["n"] for r in rows(
             "MATCH (c:Chunk {ns: $ns})-[m:MENTIONS]->(e) RETURN c.chunk_id AS c, e.entity_id AS e, m.count AS n")},
         "relations": {(r["s"], r["t"], r["type"]): (r["w"], tuple(sorted(zip(r["ids"], r["ws"], strict=True))))
@@ -107,7 +108,9 @@ def assert_consistent(graph: dict, chunks: list[Chunk]) -> None:
     assert graph["next"] == expected_next
     assert graph["documents"] == set(by_doc)
     mentioned = {e for _, e in graph["mentions"]}
-    assert {e for e, _ in graph["entities"]} == mentioned  # no orphan entities
+    assert {e for e, _, _ in graph["entities"]} == mentioned  # no orphan entities
+    chunks_of = Counter(e for _, e in graph["mentions"])
+    assert {e: n for e, _, n in graph["entities"]} == chunks_of  # chunk_count: distinct chunks mentioning it
     for (source, target, _), (weight, evidence) in graph["relations"].items():
         assert source in mentioned and target in mentioned
         assert evidence and weight == sum(w for _, w in evidence)
@@ -117,7 +120,9 @@ def assert_consistent(graph: dict, chunks: list[Chunk]) -> None:
 def test_ingest_then_reingest_changes_nothing(store, extractor, corpus, neo4j_driver, namespace):
     chunks = everything(corpus)
     messages: list[str] = []
+    assert store.graph_version(STRATEGY) is None  # never synced
     first = sync_graph(store, extractor, STRATEGY, chunks, log=messages.append)
+    assert first.version and store.graph_version(STRATEGY) == first.version
     assert (first.chunks_added, first.chunks_removed, first.chunks_unchanged) == (len(chunks), 0, 0)
     assert first.entities > 10 and first.mentions >= first.entities and first.relations > 0
     assert first.extract_seconds > 0 and first.write_seconds > 0 and 0 <= first.merge_ratio < 1
@@ -135,11 +140,20 @@ def test_ingest_then_reingest_changes_nothing(store, extractor, corpus, neo4j_dr
     assert (again.chunks_added, again.chunks_removed, again.chunks_unchanged) == (0, 0, len(chunks))
     assert again.entities == again.mentions == again.relations == 0 and not again.changed
     assert snapshot(neo4j_driver, namespace) == graph
+    assert again.version == "" and store.graph_version(STRATEGY) == first.version  # unchanged graph, same version
+
+    # Moving a document to another scope changes what a scoped reader may see: a new version.
+    tennessee_doc = corpus["tennessee"]
+    assert store.rescope_document("tennessee", [tennessee_doc[0].scope.path], "acme") == len(tennessee_doc)
+    moved = store.graph_version(STRATEGY)
+    assert moved not in (None, first.version)
+    assert store.rescope_document("tennessee", ["nobody"], "acme") == 0 and store.graph_version(STRATEGY) == moved
 
 
 def test_change_and_delete_documents(store, extractor, corpus, paragraphs, neo4j_driver, namespace):
-    sync_graph(store, extractor, STRATEGY, everything(corpus))
+    versions = [sync_graph(store, extractor, STRATEGY, everything(corpus)).version]
     before = snapshot(neo4j_driver, namespace)
+    tennessee_chunks = next(n for e, _, n in before["entities"] if e == entity_named(store, "tennessee"))
     old_chunk = corpus["politicians"][1]  # Samuel Axley Smith
     smith, tennessee = entity_named(store, "samuel axley smith"), entity_named(store, "tennessee")
     assert smith and tennessee
@@ -164,6 +178,8 @@ def test_change_and_delete_documents(store, extractor, corpus, paragraphs, neo4j
     assert entity_named(store, "samuel axley smith") is None  # orphan gone
     assert entity_named(store, "robert malone bugg") is not None
     assert entity_named(store, "tennessee") == tennessee  # shared entity kept, same id
+    versions.append(store.graph_version(STRATEGY))
+    assert report.version == versions[-1] != versions[0]
     for key, (weight, evidence) in shared_relations.items():
         kept = {c: w for c, w in evidence if c not in removed}
         if key not in after["relations"]:
@@ -186,6 +202,13 @@ def test_change_and_delete_documents(store, extractor, corpus, paragraphs, neo4j
     assert_consistent(final, everything(corpus))
     assert entity_named(store, "hookers bend") is None
     assert entity_named(store, "tennessee") == tennessee
+    # "Tennessee" lost the chunks of the deleted document that named it; every other count is exact as well
+    # (assert_consistent), and unchanged entities keep theirs.
+    lost = sum(1 for c in places if (c.chunk_id, tennessee) in after["mentions"])
+    assert lost and next(n for e, _, n in final["entities"] if e == tennessee) == \
+        next(n for e, _, n in after["entities"] if e == tennessee) - lost
+    assert tennessee_chunks == sum(1 for c, e in before["mentions"] if e == tennessee)
+    assert report.version == store.graph_version(STRATEGY) not in versions
     assert store.chunk_ids_not_in({c.chunk_id for c in everything(corpus)}, STRATEGY) == []
 
     # The incrementally maintained graph equals one built from scratch from the final chunks.
@@ -257,9 +280,12 @@ def test_waves_are_written_while_workers_extract_and_a_failed_wave_resumes(store
         sync_graph(failing, waving, STRATEGY, chunks)
     states = store.chunk_states(STRATEGY)
     assert sum(extracted for _, extracted in states.values()) == 20  # the first wave stayed done
+    stamped = store.graph_version(STRATEGY)
+    assert stamped is not None  # the first wave changed the graph: readers must reload, failure or not
 
     report = sync_graph(store, waving, STRATEGY, chunks)
     assert report.chunks_added == 40 and report.write_work_seconds >= report.write_seconds > 0
+    assert report.version == store.graph_version(STRATEGY) != stamped
     graph = snapshot(neo4j_driver, namespace)
     assert_consistent(graph, chunks)
     assert all(extracted for _, extracted in store.chunk_states(STRATEGY).values())

@@ -27,6 +27,9 @@ def _builders():
         "write_mentions": (HOSTILE, [{"chunk_id": HOSTILE, "entity_id": HOSTILE, "count": 1}]),
         "write_relations": (HOSTILE, [{"source": HOSTILE, "target": HOSTILE, "type": HOSTILE}]),
         "mark_extracted": (HOSTILE, [HOSTILE]),
+        "update_chunk_counts": (HOSTILE, [HOSTILE]),
+        "stamp_version": (HOSTILE, HOSTILE, HOSTILE),
+        "graph_version": (HOSTILE, HOSTILE),
         "removal_scope": (HOSTILE, [HOSTILE]),
         "rescope_document": (HOSTILE, HOSTILE, [HOSTILE], HOSTILE),
         "withdraw_evidence": (HOSTILE, [HOSTILE]),
@@ -69,6 +72,12 @@ def test_chunk_ids_with_and_without_strategy():
     assert cypher.chunk_ids("ns", "recursive")[1] == {"ns": "ns", "strategy": "recursive"}
 
 
+def test_stamp_version_with_and_without_strategy():
+    assert cypher.stamp_version("ns", "recursive", "v")[1] == {"ns": "ns", "strategy": "recursive", "version": "v"}
+    query, params = cypher.stamp_version("ns", None, "v")
+    assert params == {"ns": "ns", "version": "v"} and "MERGE" not in query
+
+
 def test_clear_label_accepts_only_known_labels():
     with pytest.raises(ValueError):
         cypher.clear_label("ns", "Entity) DETACH DELETE (n")
@@ -101,7 +110,7 @@ def test_batched():
 
 def test_schema_uses_composite_namespace_keys_and_is_idempotent():
     constraints = [s for s in cypher.SCHEMA if "CONSTRAINT" in s]
-    assert len(constraints) == 3
+    assert len(constraints) == 4
     assert all("IF NOT EXISTS" in s for s in cypher.SCHEMA)
     assert all("REQUIRE (" in s and ".ns, " in s and "IS UNIQUE" in s for s in constraints)
     assert any("FULLTEXT INDEX" in s and "e.aliases" in s for s in cypher.SCHEMA)
