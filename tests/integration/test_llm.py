@@ -217,13 +217,15 @@ def test_without_a_model_ask_returns_the_ranked_context(corpus: Indexed, tmp_pat
     assert "no language model" in answer.retrieval["transforms"]["hyde"]["error"]
 
 
-def test_query_job_answers_with_the_local_model(corpus: Indexed, tmp_path: Path) -> None:
+def test_query_job_answers_with_the_local_model(corpus: Indexed, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
     from pipelines.query import query_job
     from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource
 
     s = corpus.settings
+    monkeypatch.setenv("RAGLOOM_LLM_MAX_TOKENS", "64")  # the job's resources read the model settings from here
     resources = {"artifacts": ArtifactStore(base_dir=str(tmp_path)),
                  "weaviate": WeaviateResource(collection_prefix=s.collection_prefix, api_key=s.weaviate_api_key),
                  "neo4j": Neo4jResource(namespace=s.collection_prefix.lower(), password=s.neo4j_password),

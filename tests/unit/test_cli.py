@@ -35,3 +35,15 @@ def test_query_against_a_dead_store_is_a_clear_error(closed_port, capsys):
     assert main(["query", "anything"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ragloom: error:") and "Weaviate" in err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--generation", "nope"], "generation"),
+    (["--transforms", "hyde,nope"], "transform"),
+    (["--filter", "{not json"], "filter"),
+])
+def test_ask_rejects_bad_names_before_connecting(closed_port, capsys, args, needle):
+    assert main(["ask", "anything", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragloom: error:") and needle in err
+    assert str(closed_port) not in err and "connect" not in err.lower()
