@@ -64,13 +64,14 @@ class GenerationStrategy(ABC):
         return {"generation": self.name, "max_tokens": self.max_tokens, "temperature": self.temperature,
                 "templates": [t.key for t in self.templates], **self.options}
 
-    def chat(self, draft: Draft, template: PromptTemplate, on_token: OnToken | None = None,
+    def chat(self, record: Draft, template: PromptTemplate, on_token: OnToken | None = None,
              **values: Any) -> Completion:
+        """One prose call, counted into ``record`` (``values`` fill the template; one may be named draft)."""
         completion = self.llm.chat(template.render(**values), max_tokens=self.max_tokens,
                                    temperature=self.temperature, allow_truncated=True, on_token=on_token)
-        self._count(draft, completion)
-        draft.truncated = completion.truncated
-        draft.streamed = on_token is not None
+        self._count(record, completion)
+        record.truncated = completion.truncated
+        record.streamed = on_token is not None
         return completion
 
     def _count(self, draft: Draft, completion: Completion) -> None:
