@@ -15,19 +15,12 @@ from dagster import (
 )
 
 from assets._metadata import histogram_png, markdown_table
-from ragloom.chunking import get_chunker
+from ragloom.chunking import chunker_for
 from ragloom.chunking.tokens import get_token_counter
 from ragloom.ingest import chunk_incremental
 from ragloom.quality import check_chunks
 from ragloom.tables import frame_to_documents
 from resources import ArtifactStore, EmbedderResource
-
-
-def make_chunker(strategy: str, embedder: EmbedderResource):
-    # only the semantic strategy needs vectors; the others count tokens with the model's tokenizer
-    if strategy == "semantic":
-        return get_chunker(strategy, embedder=embedder.embedder())
-    return get_chunker(strategy)
 
 
 def build_chunk_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
@@ -38,7 +31,7 @@ def build_chunk_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefi
                        "their chunks from the last run.")
     def _chunks(context: AssetExecutionContext, documents: pd.DataFrame, artifacts: ArtifactStore,
                 embedder: EmbedderResource) -> Output[pd.DataFrame]:
-        chunker = make_chunker(strategy, embedder)
+        chunker = chunker_for(strategy, embedder.embedder)  # loads the model only for a chunker that embeds
         outcome = chunk_incremental(frame_to_documents(documents), artifacts.read(name), chunker,
                                     log=context.log.info)
         frame = outcome.frame

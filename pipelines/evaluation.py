@@ -3,6 +3,7 @@
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from dagster import Config, MetadataValue, OpExecutionContext, Output, in_process_executor, job, op
 from pydantic import Field
@@ -25,6 +26,8 @@ class EvalConfig(Config):
     resamples: int = Field(default=1000, description="Bootstrap resamples for the 95% intervals")
     baselines: bool = Field(default=True, description="Also run whole-document BM25 and dense baselines")
     namespace: str = Field(default="", description="Collection prefix / graph namespace (default Eval<Dataset>)")
+    options: dict[str, Any] = Field(default_factory=dict, description="Retrieval options, e.g. {alpha: 0.3}, each "
+                                    "given to the strategies that declare it (`ragloom strategies` lists them)")
 
 
 def _dataset_dir(name: str, root: Path) -> Path:
@@ -52,7 +55,7 @@ def run_evaluation(context: OpExecutionContext, config: EvalConfig, weaviate: We
     report = evaluate(str(dataset), names(config.strategies), names(config.chunking), settings,
                       namespace=config.namespace or None, max_queries=config.max_queries or None,
                       corpus_limit=config.corpus_limit or None, depth=config.depth, resamples=config.resamples,
-                      baselines=config.baselines, log=context.log.info)
+                      query_options=config.options, baselines=config.baselines, log=context.log.info)
     out = Path(artifacts.base_dir) / artifacts.run_name("eval_results", context.run_id)
     paths = report.write(out)
     errors = [s.name for s in report.systems if s.error]

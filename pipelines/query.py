@@ -3,6 +3,7 @@
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from dagster import Config, MetadataValue, OpExecutionContext, Output, in_process_executor, job, op
@@ -20,11 +21,15 @@ class QueryConfig(Config):
     query: str = Field(default="Who leads the team that owns the HarborSight platform?",
                        description="One query (ignored if queries_file)")
     queries_file: str = Field(default="", description="A file with one query per line (or JSONL with 'text')")
-    strategy: str = Field(default="hybrid", description="dense | bm25 | hybrid | graph_rag | hierarchical")
+    strategy: str = Field(default="hybrid", description="A retrieval strategy: dense, bm25, hybrid, graph_rag, "
+                                                        "hierarchical or one registered (`ragloom strategies`)")
     k: int = Field(default=5, description="Results per query")
     filters: str = Field(default="", description='Metadata filter as JSON, e.g. {"status": "published"}')
     scope: str = Field(default="", description="Scope path tenant/user/chat[/agent]; empty = shared only")
-    chunking: str = Field(default="recursive", description="Which chunking strategy's collection to query")
+    chunking: str = Field(default="", description="Which chunking's collection to query; empty = the strategy's own "
+                                                  "(hierarchical for hierarchical, else recursive)")
+    options: dict[str, Any] = Field(default_factory=dict, description="The strategy's options, e.g. {alpha: 0.3, "
+                                    "dedup: false}; `ragloom strategies` lists each with its default and range")
     transforms: str = Field(default="", description="Query transforms, comma-separated: reformulate, multi_query, "
                                                     "hyde, step_back, decompose, prf (model ones need RAGLOOM_LLM_*)")
     answer: bool = Field(default=False, description="Also answer each query with citations (RAGLOOM_LLM_*; with no "
@@ -63,12 +68,32 @@ def _load_queries(config: QueryConfig, artifacts: ArtifactStore) -> list[str]:
     return queries
 
 
+ROW_COLUMNS = ["query", "rank", "score", "document_id", "chunk_id", "heading_path", "text", "strategy", "chunking",
+               "fallbacks", "abstained"]
+
+
+def result_rows(query: str, items: list, metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per item; a query that abstained (or found nothing) leaves one row saying so in ``text``."""
+    common = {"query": query, "strategy": metadata.get("strategy"), "chunking": metadata.get("chunking"),
+              "fallbacks": ",".join(metadata.get("fallbacks", [])), "abstained": bool(metadata.get("abstained"))}
+    if not items:
+        why = metadata.get("abstain_reason") or "no results"
+        return [{**common, "rank": 0, "score": None, "document_id": "", "chunk_id": "", "heading_path": "",
+                 "text": f"(abstained: {why})" if common["abstained"] else f"({why})"}]
+    return [{**common, "rank": item.rank, "score": round(item.score, 4), "document_id": item.document_id,
+             "chunk_id": item.chunk_id, "heading_path": HEADING_SEPARATOR.join(item.heading_path), "text": item.text}
+            for item in items]
+
+
 @op(description="Runs every query and writes the results as Parquet and JSON")
 def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: WeaviateResource, neo4j: Neo4jResource,
                 embedder: EmbedderResource, nlp: NlpResource, artifacts: ArtifactStore) -> Output[str]:
     from ragloom.api import Ragloom
     from ragloom.llm import check_names
+    from ragloom.retrieval import parse_options
 
+    options = parse_options(config.strategy, config.options)  # a bad option fails before anything loads
+    scope = Scope.from_path(config.scope)
     queries = _load_queries(config, artifacts)
     transforms = [t.strip() for t in config.transforms.split(",") if t.strip()]
     check_names(transforms, config.generation if config.answer else None)
@@ -77,8 +102,8 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
         for q in queries:
             if config.answer:
                 reply = rag.ask(q, strategy=config.strategy, k=config.k, filters=config.filters or None,
-                                scope=Scope.from_path(config.scope), chunking=config.chunking, transforms=transforms,
-                                generation=config.generation, use_cache=config.use_cache)
+                                scope=scope, chunking=config.chunking, transforms=transforms,
+                                generation=config.generation, use_cache=config.use_cache, **options)
                 answers.append({"query": q, "answer": reply.answer, "message": reply.message,
                                 "abstained": reply.abstained, "confidence": reply.confidence, "cached": reply.cached,
                                 "uncited": reply.uncited, "tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out,
@@ -88,14 +113,8 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
                                  f"{reply.confidence}, {reply.message or 'ok'}")
                 continue
             result = rag.query(q, strategy=config.strategy, k=config.k, filters=config.filters or None,
-                               scope=Scope.from_path(config.scope), chunking=config.chunking,
-                               transforms=transforms)
-            for item in result.items:
-                rows.append({"query": q, "rank": item.rank, "score": round(item.score, 4),
-                             "document_id": item.document_id, "chunk_id": item.chunk_id,
-                             "heading_path": HEADING_SEPARATOR.join(item.heading_path), "text": item.text,
-                             "strategy": result.metadata.get("strategy"),
-                             "fallbacks": ",".join(result.metadata.get("fallbacks", []))})
+                               scope=scope, chunking=config.chunking, transforms=transforms, **options)
+            rows += result_rows(q, result.items, result.metadata)
     if config.answer:
         frame = pd.DataFrame(answers)
         path = artifacts.write(artifacts.run_name("query_answers", context.run_id), frame)
@@ -104,10 +123,12 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
                                            "answers_table": markdown_table(answers, ["query", "answer", "confidence",
                                                                                      "cached", "message"], limit=50),
                                            "config": MetadataValue.json(config.model_dump())})
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
     path = artifacts.write(artifacts.run_name("query_results", context.run_id), frame)
     path.with_suffix(".json").write_text(frame.to_json(orient="records", indent=1))
-    return Output(str(path), metadata={"queries": len(queries), "results": len(frame), "parquet": str(path),
+    abstained = {row["query"] for row in rows if row["abstained"]}
+    return Output(str(path), metadata={"queries": len(queries), "results": sum(1 for row in rows if row["chunk_id"]),
+                                       "queries_abstained": len(abstained), "parquet": str(path),
                                        "results_table": markdown_table(rows, ["query", "rank", "score", "document_id",
                                                                               "heading_path", "text"], limit=50),
                                        "config": MetadataValue.json(config.model_dump())})

@@ -19,7 +19,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragloom.errors import RagloomError, RetrievalError
-from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, get_retriever
+from ragloom.retrieval import (
+    RetrievalContext,
+    Retriever,
+    assemble_context,
+    available_strategies,
+    get_retriever,
+    strategy_class,
+)
+from ragloom.retrieval.base import FALLBACK_STRATEGY
 from ragloom.retrieval.postprocess import Citation
 from ragloom.settings import ALL_STRATEGIES, Settings
 from ragloom.types import RetrievalResult, Scope
@@ -132,7 +140,7 @@ class Ragloom:
               namespaces: Sequence[str] | None = None, **options: Any) -> RetrievalResult:
         """Retrieve ``k`` chunks for ``text``. ``filters``: a dict or JSON text in the filter language
         (ragloom.filters); ``scope``: a Scope or a path ``tenant/user/chat[/agent]`` (default: shared
-        only); ``options``: the strategy's and post-processing options (see each strategy's ``defaults``).
+        only); ``options``: the strategy's and post-processing options (``ragloom strategies`` lists them).
 
         ``exclude_dynamic``: leave out injected items (ragloom.dynamic); ``namespaces``: only documents of these
         namespaces (default: all). Expired injected items are never returned.
@@ -194,9 +202,10 @@ class Ragloom:
     def warm(self, strategy: str = "hybrid") -> None:
         """Load now what ``strategy`` needs (embedder; spaCy and Neo4j for graph_rag), so a first query's
         latency is the query's alone. A graph that cannot load is left for the query to report as a fallback."""
-        if strategy != "bm25":
+        cls = strategy_class(strategy if strategy in available_strategies() else FALLBACK_STRATEGY)
+        if cls.needs_embedder:
             _ = self.context.embedder
-        if strategy == "graph_rag":
+        if cls.needs_graph:
             self.context.graph()
             try:
                 _ = self.context.nlp

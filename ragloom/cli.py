@@ -54,16 +54,19 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
     from ragloom.api import Ragloom
     from ragloom.filters import parse_filters
+    from ragloom.retrieval import parse_options
     from ragloom.types import Scope
 
-    parse_filters(args.filter or None)  # a malformed filter or scope fails before anything connects or loads
+    # a malformed filter, scope or option fails before anything connects or loads
+    parse_filters(args.filter or None)
     scope = Scope.from_path(args.scope)
+    options = parse_options(args.strategy, args.options, args.option)
     started = time.perf_counter()
     with Ragloom.from_settings(Settings.from_env()) as rag:
         rag.warm(args.strategy)
         load_ms = (time.perf_counter() - started) * 1000
         result = rag.query(args.text, strategy=args.strategy, k=args.k, filters=args.filter or None,
-                           scope=scope, chunking=args.chunking)
+                           scope=scope, chunking=args.chunking, **options)
     result.metadata.setdefault("timings_ms", {})["connect_and_load"] = round(load_ms, 1)
     if args.json:
         print(json.dumps({"query": result.query, "metadata": result.metadata,
@@ -81,6 +84,29 @@ def _cmd_query(args: argparse.Namespace) -> int:
         text = " ".join(item.text.split())
         print(f"{item.rank:>2}. [{item.score:.3f}] {item.document_id}  {where}")
         print(f"    {text[:300]}{'...' if len(text) > 300 else ''}")
+    return 0
+
+
+def _cmd_strategies(args: argparse.Namespace) -> int:
+    from ragloom.retrieval import describe_strategies, options_markdown
+
+    if args.markdown:
+        print(options_markdown())
+        return 0
+    described = describe_strategies()
+    if args.json:
+        print(json.dumps(described, indent=2))
+        return 0
+    sections = [(f"{s['name']}: {s['summary']} (default chunking: {s['default_chunking']})", s["options"])
+                for s in described]
+    sections.append(("every strategy: post-processing after the strategy ran", described[0]["postprocess"]))
+    for title, options in sections:
+        print(title)
+        for option in options:
+            print(f"  {option['name']:<18} default {option['default']:<15} takes {option['allowed']}")
+            print(f"  {'':<18} {option['help']}")
+    print("\nset them with `ragloom query --option key=value` (or --options JSON), the query and eval jobs' "
+          "`options`, or Ragloom.query(..., key=value)")
     return 0
 
 
@@ -162,11 +188,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("query", help="retrieve from what was materialized")
     p.add_argument("text")
-    p.add_argument("--strategy", default="hybrid", help="dense | bm25 | hybrid | graph_rag | hierarchical")
+    p.add_argument("--strategy", default="hybrid", help="a retrieval strategy (`ragloom strategies` lists them)")
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--filter", default="", help='metadata filter as JSON, e.g. \'{"status": "published"}\'')
     p.add_argument("--scope", default="", help="tenant/user/chat[/agent]; default: shared only")
-    p.add_argument("--chunking", default="recursive", help="which chunking strategy's collection to query")
+    p.add_argument("--chunking", default="", help="which chunking's collection to query (default: the strategy's "
+                                                  "own: hierarchical for hierarchical, else recursive)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a strategy option, repeatable, e.g. --option alpha=0.3 --option lanes=dense,bm25")
+    p.add_argument("--options", default="", metavar="JSON",
+                   help='strategy options as a JSON object, e.g. \'{"alpha": 0.3}\' (--option wins)')
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_query)
 
@@ -176,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=5, help="passages retrieved")
     p.add_argument("--filter", default="", help="metadata filter as JSON")
     p.add_argument("--scope", default="", help="tenant/user/chat[/agent]; default: shared only")
-    p.add_argument("--chunking", default="recursive", help="which chunking strategy's collection to query")
+    p.add_argument("--chunking", default="", help="which chunking's collection to query (default: the strategy's "
+                                                  "own)")
     p.add_argument("--transforms", default=None,
                    help="query transforms, comma-separated: reformulate, multi_query, hyde, step_back, decompose, "
                         "prf (default RAGLOOM_LLM_TRANSFORMS)")
@@ -206,6 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
     from ragloom.evaluation.cli import add_eval_command
 
     add_eval_command(sub)
+
+    p = sub.add_parser("strategies", help="every registered retrieval strategy with its options")
+    p.add_argument("--markdown", action="store_true", help="the options as the README's Markdown table")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_strategies)
 
     p = sub.add_parser("settings", help="print the resolved settings (secrets masked)")
     p.set_defaults(func=_cmd_settings)

@@ -7,6 +7,7 @@ from ragloom.chunking.base import (
     HeadingIndex,
     Span,
     available_chunkers,
+    chunker_for,
     get_chunker,
     register_chunker,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "Span",
     "TokenCounter",
     "available_chunkers",
+    "chunker_for",
     "get_chunker",
     "get_token_counter",
     "register_chunker",

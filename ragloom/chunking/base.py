@@ -120,6 +120,7 @@ class Chunker(ABC):
     """Subclasses implement ``split(document) -> list[Span]``; ``chunk`` and ``chunk_many`` do the rest."""
 
     name: ClassVar[str] = ""
+    needs_embedder: ClassVar[bool] = False  # True: constructed with embedder=... (see chunker_for)
 
     def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, counter: TokenCounter | None = None) -> None:
         self.counter = counter or get_token_counter()
@@ -267,3 +268,12 @@ def get_chunker(name: str, **params: Any) -> Chunker:
 
 def available_chunkers() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def chunker_for(name: str, embedder: Any = None, **params: Any) -> Chunker:
+    """The registered chunker ``name``, handed the embedder only when it needs one (``Chunker.needs_embedder``);
+    ``embedder`` may be a loader, called only then (so chunkers that only count tokens never load the model)."""
+    cls = _REGISTRY.get(name)
+    if cls is not None and cls.needs_embedder:
+        params["embedder"] = embedder() if callable(embedder) and not hasattr(embedder, "encode") else embedder
+    return get_chunker(name, **params)

@@ -43,6 +43,8 @@ class SemanticChunker(Chunker):
     the size limit (three ObliQA rulebooks: 12 distance cuts and 40 size cuts at 95, 25 and 29 at 90).
     """
 
+    needs_embedder = True
+
     def __init__(self, embedder: Embedder | None = None, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
                  breakpoint_percentile: float = DEFAULT_BREAKPOINT_PERCENTILE, buffer: int = 0,
                  min_chunk_tokens: int | None = None, counter: TokenCounter | None = None) -> None:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
-
-from ragloom.errors import ConfigError
 
 DEFAULT_STRATEGIES = "dense,bm25,hybrid,graph_rag,hierarchical"
 DEFAULT_CHUNKINGS = "recursive"
@@ -21,10 +18,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from ragloom.evaluation.runner import evaluate
     from ragloom.settings import Settings
 
-    try:
-        options: dict[str, Any] = json.loads(args.options) if args.options else {}
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"--options is not valid JSON: {e.msg}") from e
     settings = Settings.from_env()
     if args.start_stack:
         from ragloom import stack
@@ -32,8 +25,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         settings = stack.up(settings)
     report = evaluate(args.dataset, names(args.strategies), names(args.chunking), settings,
                       namespace=args.namespace or None, max_queries=args.max_queries, corpus_limit=args.corpus_limit,
-                      depth=args.depth, seed=args.seed, resamples=args.resamples, query_options=options,
-                      baselines=not args.no_baselines, transforms=names(args.transforms))
+                      depth=args.depth, seed=args.seed, resamples=args.resamples, query_options=args.options,
+                      option_pairs=args.option, baselines=not args.no_baselines, transforms=names(args.transforms))
     print(report.table())
     paths = report.write(Path(args.out) if args.out else Path("eval_results"))
     print("\nwritten: " + "  ".join(str(p) for p in paths.values()))
@@ -56,7 +49,11 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=30, help="chunks retrieved per query (default 30)")
     p.add_argument("--seed", type=int, default=13, help="seed of the query/corpus sample and the bootstrap")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    p.add_argument("--options", default="", help='retrieval options as JSON, e.g. \'{"dedup": false}\'')
+    p.add_argument("--options", default="", metavar="JSON",
+                   help='retrieval options as JSON, e.g. \'{"dedup": false}\', each given to the strategies that '
+                        'declare it (`ragloom strategies`)')
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a retrieval option, repeatable, e.g. --option alpha=0.3 (--option wins over --options)")
     p.add_argument("--transforms", default="",
                    help="query transforms, comma-separated (reformulate, multi_query, hyde, step_back, decompose, "
                         "prf): each strategy also runs as <strategy>+<transform>; model ones need RAGLOOM_LLM_*")

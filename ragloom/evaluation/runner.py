@@ -10,19 +10,19 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ragloom.chunking import available_chunkers, chunker_for
 from ragloom.errors import ConfigError, RagloomError
 from ragloom.evaluation.baselines import BM25Baseline, DenseBaseline, baseline_units
 from ragloom.evaluation.datasets import EvalDataset, load_dataset
 from ragloom.evaluation.metrics import Hit, document_scores, passage_scores
 from ragloom.evaluation.report import BASELINE_BM25, BASELINE_DENSE, EvalReport, SystemResult
-from ragloom.settings import ALL_STRATEGIES, Settings
+from ragloom.retrieval import available_strategies, options_for, strategy_class
+from ragloom.settings import Settings
 from ragloom.types import Log
 
-RETRIEVAL_STRATEGIES = ("dense", "bm25", "hybrid", "graph_rag", "hierarchical")
-GRAPH_STRATEGIES = ("graph_rag",)
 DEFAULT_DEPTH = 30  # chunks retrieved per query; document-level @10 needs 10 distinct documents among them
 # Abstaining (an empty answer below a similarity floor) is a product choice, not a ranking: measured off.
 DEFAULT_QUERY_OPTIONS: dict[str, Any] = {"abstain": False}
@@ -43,12 +43,12 @@ def namespace_settings(settings: Settings, dataset_name: str, namespace: str | N
 
 
 def _check_names(strategies: Sequence[str], chunkings: Sequence[str]) -> None:
-    bad = [s for s in strategies if s not in RETRIEVAL_STRATEGIES]
+    bad = [s for s in strategies if s not in available_strategies()]
     if bad:
-        raise ConfigError(f"unknown retrieval strategies {bad}; choose from {', '.join(RETRIEVAL_STRATEGIES)}")
-    bad = [c for c in chunkings if c not in ALL_STRATEGIES]
+        raise ConfigError(f"unknown retrieval strategies {bad}; choose from {', '.join(available_strategies())}")
+    bad = [c for c in chunkings if c not in available_chunkers()]
     if bad:
-        raise ConfigError(f"unknown chunking strategies {bad}; choose from {', '.join(ALL_STRATEGIES)}")
+        raise ConfigError(f"unknown chunkings {bad}; choose from {', '.join(available_chunkers())}")
     if not strategies or not chunkings:
         raise ConfigError("evaluation needs at least one retrieval strategy and one chunking strategy")
 
@@ -83,18 +83,15 @@ def _baselines(dataset: EvalDataset, encode: Callable[[Sequence[str]], Any], dep
     return out
 
 
-def _chunker(name: str, embedder: Any) -> Any:
-    from ragloom.chunking import get_chunker
-
-    return get_chunker(name, embedder=embedder) if name == "semantic" else get_chunker(name)
-
-
 def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[str], settings: Settings,
              namespace: str | None = None, max_queries: int | None = None, corpus_limit: int | None = None,
              *, depth: int = DEFAULT_DEPTH, seed: int = 13, resamples: int = 1000,
-             query_options: dict[str, Any] | None = None, baselines: bool = True, log: Log = print,
-             transforms: Sequence[str] = ()) -> EvalReport:
+             query_options: Mapping[str, Any] | str | None = None, option_pairs: Sequence[str] = (),
+             baselines: bool = True, log: Log = print, transforms: Sequence[str] = ()) -> EvalReport:
     """Ingest the dataset (idempotently), run every query through every strategy × chunking, score it.
+
+    ``query_options`` (a mapping or JSON object text) and ``option_pairs`` (``key=value``): retrieval options,
+    each given to the strategies that declare it and checked against their declarations before anything runs.
 
     ``transforms``: each strategy also runs once per query transform, as system ``<strategy>+<transform>``
     (the model ones need RAGLOOM_LLM_*; without a model they are skipped and the system equals the plain one).
@@ -115,13 +112,14 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
         from ragloom.llm import check_names
 
         check_names(transforms)
+    per_strategy = {name: {**DEFAULT_QUERY_OPTIONS, **given}
+                    for name, given in options_for(strategies, query_options, option_pairs).items()}
     if not 10 <= depth:
         raise ConfigError(f"depth={depth}: retrieve at least 10 chunks per query (the metrics' cutoff)")
     dataset = load_dataset(dataset_path, max_queries=max_queries, corpus_limit=corpus_limit, seed=seed)
     if not dataset.queries:
         raise ConfigError(f"{dataset_path}: no queries with relevance judgements")
     eval_settings = namespace_settings(settings, dataset.name, namespace)
-    options = {**DEFAULT_QUERY_OPTIONS, **(query_options or {})}
     log(f"{dataset.name}: {len(dataset.documents)} documents, {len(dataset.queries)} queries; collections "
         f"{eval_settings.collection_prefix}*, graph namespace {eval_settings.graph_namespace!r}")
 
@@ -130,7 +128,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
     encode = _cached_encoder(embedder, cache)
     systems: list[SystemResult] = _baselines(dataset, encode, depth, log) if baselines else []
     ingest: dict[str, dict[str, Any]] = {}
-    needs_graph = any(s in GRAPH_STRATEGIES for s in strategies)
+    needs_graph = any(strategy_class(s).needs_graph for s in strategies)
 
     vectors = WeaviateStore.connect(eval_settings)
     graph = nlp = None
@@ -145,7 +143,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
             nlp = extractor.nlp  # query entities come from the same loaded pipeline
         for chunking in chunkings:
             started = time.perf_counter()
-            chunks = _chunker(chunking, embedder).chunk_many(dataset.documents)
+            chunks = chunker_for(chunking, embedder).chunk_many(dataset.documents)
             chunk_seconds = time.perf_counter() - started
             report = sync_vectors(vectors, embedder, chunking, chunks, cache=cache, log=log)
             ingest[chunking] = {"chunks": len(chunks), "chunk_seconds": round(chunk_seconds, 2),
@@ -162,6 +160,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
         with Ragloom(eval_settings, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp) as rag:
             for chunking in chunkings:
                 for strategy in strategies:
+                    options = per_strategy[strategy]
                     systems.append(_run_strategy(rag, dataset, strategy, chunking, depth, options, log))
                     for transform in transforms:
                         systems.append(_run_strategy(rag, dataset, strategy, chunking, depth, options, log,
@@ -180,7 +179,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
         ingest=ingest, resamples=resamples, seed=seed,
         config={"dataset_path": str(dataset_path), "strategies": strategies, "chunkings": chunkings,
                 "max_queries": max_queries, "corpus_limit": corpus_limit, "depth": depth, "seed": seed,
-                "query_options": options, "transforms": transforms,
+                "query_options": per_strategy, "transforms": transforms,
                 "collection_prefix": eval_settings.collection_prefix,
                 "graph_namespace": eval_settings.graph_namespace, "embed_model": embedder.model_id},
     )

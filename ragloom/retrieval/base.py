@@ -6,7 +6,7 @@ import json
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -17,7 +17,7 @@ from ragloom.errors import FilterError, RagloomError, RetrievalError, StoreError
 from ragloom.filters import Node, bind, build_where, parse_filters
 from ragloom.retrieval import fusion
 from ragloom.retrieval import postprocess as pp
-from ragloom.retrieval.options import Option, check_options
+from ragloom.retrieval.options import Option, check_options, parse_option_pairs
 from ragloom.stores.base import GraphStore, VectorStore
 from ragloom.types import RetrievalResult, RetrievedItem, Scope
 
@@ -168,6 +168,9 @@ class Retriever(ABC):
 
     name: ClassVar[str] = ""
     default_chunking: ClassVar[str] = "recursive"
+    summary: ClassVar[str] = ""  # one line for `ragloom strategies`
+    needs_embedder: ClassVar[bool] = True  # embeds the query (every strategy but bm25)
+    needs_graph: ClassVar[bool] = False  # reads the Neo4j graph (and spaCy for the query's entities)
     declared_options: ClassVar[dict[str, Option]] = {}
 
     def __init__(self, context: RetrievalContext, chunking: str | None = None, **options: Any) -> None:
@@ -342,6 +345,69 @@ def strategy_class(name: str) -> type[Retriever]:
     if cls is None:
         raise RetrievalError(f"unknown retrieval strategy {name!r}; choose from {', '.join(available_strategies())}")
     return cls
+
+
+def options_for(strategies: Sequence[str], given: Mapping[str, Any] | str | None = None,
+                pairs: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """Per strategy, the options it declares out of ``given`` (a mapping, or a JSON object as text) and
+    ``key=value`` text pairs (which win), each checked against that strategy's declaration. How the CLI, the
+    query job and the evaluation take options; a name none of ``strategies`` declares is an error."""
+    if isinstance(given, str):
+        try:
+            given = json.loads(given) if given.strip() else {}
+        except json.JSONDecodeError as e:
+            raise RetrievalError(f"options are not valid JSON: {e.msg} (at character {e.pos})") from e
+    if not isinstance(given, Mapping) and given is not None:
+        raise RetrievalError(f"options must be a JSON object of option: value, got {type(given).__name__}")
+    classes = {name: strategy_class(name) for name in strategies}
+    for pair in pairs:
+        if "=" not in pair or not pair.partition("=")[0].strip():
+            raise RetrievalError(f"option {pair!r} should look like key=value")
+    named = {*(given or {}), *(pair.partition("=")[0].strip() for pair in pairs)}
+    declared = {option for cls in classes.values() for option in cls.all_options()}
+    unknown = sorted(named - declared)
+    if unknown:
+        owner = ", ".join(classes)
+        raise RetrievalError(f"{owner}: unknown option {unknown[0]!r}; options: {', '.join(sorted(declared))}")
+    out = {}
+    for name, cls in classes.items():
+        mine = cls.all_options()
+        checked = cls.check_options({k: v for k, v in (given or {}).items() if k in mine})
+        own_pairs = [pair for pair in pairs if pair.partition("=")[0].strip() in mine]
+        out[name] = {**checked, **parse_option_pairs(name, mine, own_pairs)}
+    return out
+
+
+def describe_strategies(strategies: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Each registered strategy (or those named) with its summary, default chunking and declared options;
+    the post-processing options every strategy takes are under ``postprocess``."""
+    classes = [strategy_class(name) for name in (strategies if strategies is not None else available_strategies())]
+    return [{"name": cls.name, "summary": cls.summary, "default_chunking": cls.default_chunking,
+             "options": _describe_options(cls.declared_options), "postprocess": _describe_options(POSTPROCESS_OPTIONS)}
+            for cls in classes]
+
+
+def _describe_options(declared: Mapping[str, Option]) -> list[dict[str, str]]:
+    return [{"name": name, "default": option.default_text(), "allowed": option.allowed(), "help": option.help}
+            for name, option in declared.items()]
+
+
+def options_markdown(strategies: Sequence[str] | None = None) -> str:
+    """The README's table of every retrieval option (``ragloom strategies --markdown`` prints it)."""
+    rows = ["| strategy | option | default | takes | what it does |", "| --- | --- | --- | --- | --- |"]
+    sections = [("every strategy", _describe_options(POSTPROCESS_OPTIONS))]
+    sections += [(s["name"], s["options"]) for s in describe_strategies(strategies)]
+    for owner, options in sections:
+        for o in options:
+            cells = [owner, f"`{o['name']}`", f"`{o['default']}`", o["allowed"], o["help"]]
+            rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def parse_options(strategy: str, given: Mapping[str, Any] | str | None = None, pairs: Sequence[str] = ()
+                  ) -> dict[str, Any]:
+    """``strategy``'s options from a mapping or JSON object text and ``key=value`` pairs, checked."""
+    return options_for([strategy], given, pairs)[strategy]
 
 
 def get_retriever(name: str, context: RetrievalContext, chunking: str | None = None, **options: Any) -> Retriever:

@@ -13,5 +13,7 @@ from ragloom.types import RetrievedItem
 class DenseRetriever(Retriever):
     """Weaviate near-vector search; ``score`` and ``lane_scores["dense"]`` are cosine similarities."""
 
+    summary = "nearest neighbours of the query embedding (cosine)"
+
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
         return lanes.dense(request, self.chunking, request.fetch_k)

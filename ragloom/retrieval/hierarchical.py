@@ -43,6 +43,8 @@ class HierarchicalRetriever(Retriever):
     (the whole document); hits sharing one are returned once.
     """
 
+    summary = "coarse-to-fine down the levels of hierarchical chunks, with auto-merge and expansion"
+
     default_chunking = "hierarchical"
     declared_options: dict[str, Option] = {
         "start_level": Option(1, min=0, max=MAX_LEVELS - 1,

@@ -21,6 +21,8 @@ class HybridRetriever(Retriever):
     each lane's own score in ``lane_scores``.
     """
 
+    summary = "Weaviate's native hybrid (BM25 + vector), or client-side fusion of any lanes"
+
     declared_options: dict[str, Option] = {
         "alpha": Option(0.5, min=0.0, max=1.0, help="native hybrid: 0 = BM25 only, 1 = vector only"),
         "fusion_type": Option("relative_score", choices=lanes.HYBRID_FUSION_TYPES,

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from ragloom.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -47,3 +53,75 @@ def test_ask_rejects_bad_names_before_connecting(closed_port, capsys, args, need
     err = capsys.readouterr().err
     assert err.startswith("ragloom: error:") and needle in err
     assert str(closed_port) not in err and "connect" not in err.lower()
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--option", "alpha=2"], ["alpha=2.0", "number 0 to 1"]),
+    (["--option", "fusion_type=sum"], ["fusion_type='sum'", "relative_score | ranked"]),
+    (["--option", "max_hops=2"], ["unknown option 'max_hops'", "alpha"]),
+    (["--option", "alpha"], ["key=value"]),
+    (["--options", "{not json"], ["not valid JSON"]),
+    (["--options", "[1, 2]"], ["JSON object"]),
+    (["--options", '{"lanes": "dense"}'], ["lanes='dense'", "a list of dense | bm25 | hybrid"]),
+    (["--strategy", "graph_rag", "--option", "max_hops=9"], ["max_hops=9", "integer 1 to 3"]),
+    (["--strategy", "no_such"], ["unknown retrieval strategy 'no_such'", "hierarchical"]),
+])
+def test_query_rejects_bad_options_before_connecting(closed_port, capsys, args, needles):
+    assert main(["query", "anything", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragloom: error:") and all(n in err for n in needles), err
+    assert str(closed_port) not in err and "connect" not in err.lower()
+
+
+def test_query_option_wins_over_options_json():
+    from ragloom.retrieval import parse_options
+
+    assert parse_options("hybrid", '{"alpha": 0.2, "dedup": false}', ["alpha=0.7"]) == {"alpha": 0.7, "dedup": False}
+
+
+def test_query_chunking_defaults_to_the_strategys_own_collection():
+    """`ragloom query --strategy hierarchical` must not search the recursive collection (issue 14, bug 1)."""
+    from ragloom.api import Ragloom
+    from ragloom.cli import build_parser
+    from ragloom.retrieval import strategy_class
+
+    for command in (["query", "q"], ["ask", "q"]):
+        assert build_parser().parse_args(command).chunking == ""
+    rag = Ragloom(vectors=object())  # a store object is never called by building a retriever
+    assert rag.retriever("hierarchical", "").chunking == "hierarchical"
+    assert rag.retriever("hybrid", "").chunking == "recursive"
+    assert rag.retriever("hierarchical", "recursive").chunking == "recursive"  # an explicit choice stands
+    assert strategy_class("hierarchical").default_chunking == "hierarchical"
+
+
+def test_strategies_lists_every_registered_strategy_with_its_options(capsys):
+    from ragloom.retrieval import POSTPROCESS_OPTIONS, available_strategies, strategy_class
+
+    assert main(["strategies"]) == 0
+    out = capsys.readouterr().out
+    for name in available_strategies():
+        cls = strategy_class(name)
+        assert f"{name}: {cls.summary}" in out
+        for option_name, option in cls.declared_options.items():
+            assert option_name in out and option.help in out and option.allowed() in out
+    assert all(name in out for name in POSTPROCESS_OPTIONS)
+    assert main(["strategies", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in listed] == available_strategies()
+    hybrid = next(s for s in listed if s["name"] == "hybrid")
+    alpha = next(o for o in hybrid["options"] if o["name"] == "alpha")
+    assert alpha == {"name": "alpha", "default": "0.5", "allowed": "number 0 to 1",
+                     "help": strategy_class("hybrid").declared_options["alpha"].help}
+
+
+def test_readme_options_table_matches_the_declarations():
+    """The README's table of retrieval options is `ragloom strategies --markdown` (run fresh: only the built-in
+    strategies); regenerate it with that command when an option changes."""
+    out = subprocess.run([sys.executable, "-m", "ragloom", "strategies", "--markdown"], capture_output=True,
+                         text=True, check=True, cwd=REPO).stdout.strip()
+    readme = (REPO / "README.md").read_text()
+    start, end = "<!-- retrieval-options:start -->", "<!-- retrieval-options:end -->"
+    assert start in readme and end in readme
+    table = readme.split(start, 1)[1].split(end, 1)[0].strip()
+    assert table == out, "README options table is stale: run `python -m ragloom strategies --markdown`"
+    assert out.count("\n") > 40  # every option of the five strategies, one row each
