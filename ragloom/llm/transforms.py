@@ -229,10 +229,19 @@ class PseudoRelevanceFeedback(QueryTransform):
 _WORD = re.compile(r"[a-z][a-z0-9\-]{2,}")
 
 
-def _stopwords() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
+# English function words and question words: never useful as expansion terms. Kept here rather than importing
+# scikit-learn's list, whose import costs seconds on a busy machine in the query path.
+STOPWORDS = frozenset("""
+a about above after again against all also am an and any are aren as at be because been before being below
+between both but by can cannot could did didn do does doesn doing don down during each either else ever
+every few for from further had has have having he her here hers herself him himself his how however i if in
+into is isn it its itself just least less let like made make many may me might more most much must my
+myself neither no nor not now of off often on once one only or other others otherwise our ours ourselves
+out over own per perhaps rather same several shall she should since so some such than that the their theirs
+them themselves then there therefore these they this those though through thus to too toward under until up
+upon us use used using very via was wasn we were weren what whatever when where whether which while who whom
+whose why will with within without would yet you your yours yourself yourselves
+""".split())
 
 
 def feedback_terms(question: str, texts: Sequence[str], scores: Sequence[float], n_terms: int) -> list[str]:
@@ -241,7 +250,7 @@ def feedback_terms(question: str, texts: Sequence[str], scores: Sequence[float],
     question's own words are left out; ties break alphabetically so the result is deterministic."""
     if not texts or n_terms <= 0:
         return []
-    stop = _stopwords()
+    stop = STOPWORDS
     asked = set(_WORD.findall(question.lower()))
     low = min(scores) if scores else 0.0
     prior = [s - low + 1e-3 for s in scores] if scores else [1.0] * len(texts)
