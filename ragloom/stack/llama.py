@@ -230,7 +230,7 @@ def start(settings: Settings, api_key: str) -> float:
             proc.start([str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(settings.llm_port),
                         "--threads", str(settings.llm_threads), "--threads-batch", str(settings.llm_threads),
                         "--ctx-size", str(CONTEXT_TOKENS), "--parallel", str(SLOTS), "--no-jinja",
-                        "--chat-template", CHAT_TEMPLATE, "--api-key-file", str(key_file), "--no-webui",
+                        "--chat-template", CHAT_TEMPLATE, "--api-key-file", str(key_file), "--no-ui",
                         "--alias", model_name(settings)],
                        {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "")}, cwd=home(settings))
     return wait_until(lambda: ready(settings), settings.stack_timeout_seconds, "llama-server", proc.log_file,

@@ -195,7 +195,7 @@ def test_server_down_is_a_clean_error_and_caches_nothing(corpus: Indexed, tmp_pa
 
 def test_timeouts_are_bounded(corpus: Indexed, tmp_path: Path, llm_settings: Settings) -> None:
     slow = LLMClient(llm_settings.llm_base_url, llm_settings.llm_model, llm_settings.llm_api_key, timeout=0.3)
-    with corpus.rag(tmp_path, llm=slow, llm_max_tokens=400, llm_transform_timeout_seconds=0.2) as rag:
+    with corpus.rag(tmp_path, llm=slow, llm_max_tokens=48, llm_transform_timeout_seconds=0.2) as rag:
         started = time.monotonic()
         with pytest.raises(LLMTimeoutError):
             rag.ask(corpus.questions[0], k=5, use_cache=False)
