@@ -58,9 +58,12 @@ def peer_venv(cache_dir: Path) -> Path:
     if (venv / ".complete").exists():
         _unlink_static(venv)
         return python
-    uv = shutil.which("uv")
+    # scripts/env.sh installs uv into <cache>/uv-bootstrap when the machine has none, without putting it on PATH
+    bootstrap = cache_dir / "uv-bootstrap" / "bin" / "uv"
+    uv = shutil.which("uv") or (str(bootstrap) if bootstrap.exists() else None)
     if uv is None:
-        raise SystemExit("peer_llamaindex: needs `uv` on PATH to create the LlamaIndex venv")
+        raise SystemExit(f"peer_llamaindex: needs `uv` on PATH or at {bootstrap} (`source scripts/env.sh` installs "
+                         "it there) to create the LlamaIndex venv")
     log(f"creating the LlamaIndex venv {venv} (first run; torch comes from uv's cache)")
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)

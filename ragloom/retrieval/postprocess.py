@@ -11,7 +11,7 @@ import numpy as np
 from ragloom.types import HEADING_SEPARATOR, RetrievalResult, RetrievedItem
 
 DEFAULT_DEDUP_THRESHOLD = 0.92
-# The issue proposed 0.5. On SciFact (809 answerable claims, all-MiniLM-L6-v2, recursive chunks) the best
+# Not 0.5 (a common choice): on SciFact (809 answerable claims, all-MiniLM-L6-v2, recursive chunks) the best
 # chunk's cosine is below 0.5 for about a third of the queries, and below 0.30 for under 1%; off-topic
 # questions score 0.05-0.20 (benchmarks/query_latency.py --abstention prints the distribution).
 DEFAULT_ABSTAIN_FLOOR = 0.30
