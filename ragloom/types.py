@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 from ragloom.errors import ScopeError
 
 SHARED_SCOPE = "__shared__"
+SCOPE_PART = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+SCOPE_PART_RULE = "1-64 letters, digits, '_', '-' or '.', and not '.' or '..'"
 HEADING_SEPARATOR = " > "  # between the titles of a heading path, wherever one is written as text
 COOCCURS = "CO_OCCURS"  # the relation type of two entities named in one chunk
 
@@ -33,6 +36,8 @@ class Scope:
 
     An empty field ends the path: ``Scope("acme", "", "c1")`` is invalid, a chat needs a user.
     ``agent`` set means ``chat_agent`` (one agent in a chat); unset means ``chat_shared``.
+    Each part is 1-64 ASCII letters, digits, ``_ - .`` and not ``.`` or ``..`` (scopes name folders and
+    bound what a caller may read); anything else is a ScopeError.
     """
 
     tenant: str = ""
@@ -44,12 +49,16 @@ class Scope:
         parts = [self.tenant, self.user, self.chat, self.agent]
         seen_gap = False
         for part in parts:
+            if not isinstance(part, str):
+                raise ScopeError(f"scope parts are text, got {type(part).__name__} {part!r:.70}")
             if not part:
                 seen_gap = True
             elif seen_gap:
-                raise ScopeError(f"scope {parts!r} has a level set below an unset one")
-            elif "/" in part or part == SHARED_SCOPE:
-                raise ScopeError(f"scope part {part!r} may not contain '/' or be {SHARED_SCOPE!r}")
+                raise ScopeError(f"scope {parts!r:.200} has a level set below an unset one")
+            elif not SCOPE_PART.fullmatch(part) or part in (".", "..", SHARED_SCOPE):
+                shown = repr(part) if len(part) <= 70 else f"{part[:64]!r}... ({len(part)} characters)"
+                raise ScopeError(f"scope part {shown} is not allowed: use {SCOPE_PART_RULE}"
+                                 + (f", and not {SHARED_SCOPE!r}" if part == SHARED_SCOPE else ""))
 
     @property
     def path(self) -> str:
@@ -63,11 +72,17 @@ class Scope:
 
     @classmethod
     def from_path(cls, path: str | None) -> Scope:
+        """``tenant/user/chat[/agent]`` (a leading or trailing ``/`` is ignored); empty or ``__shared__``:
+        the shared scope."""
+        if path is not None and not isinstance(path, str):
+            raise ScopeError(f"a scope path is text like 'tenant/user', got {type(path).__name__}")
         if not path or path == SHARED_SCOPE:
             return cls()
         parts = path.strip("/").split("/")
         if len(parts) > 4:
-            raise ScopeError(f"scope path {path!r} has more than 4 levels (tenant/user/chat/agent)")
+            raise ScopeError(f"scope path {path!r:.200} has more than 4 levels (tenant/user/chat/agent)")
+        if "" in parts:
+            raise ScopeError(f"scope path {path!r:.200} has an empty part: use {SCOPE_PART_RULE} for each")
         return cls(*parts)
 
 

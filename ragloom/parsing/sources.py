@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ragloom.errors import ParseError
+from ragloom.errors import ParseError, ScopeError
 from ragloom.parsing.html import html_to_text
 from ragloom.parsing.jsonl import JsonlRecord, read_jsonl
 from ragloom.parsing.markdown import first_title, parse_headings
@@ -38,21 +38,24 @@ def is_sidecar(path: Path | str) -> bool:
 
 
 def scope_from_upload_path(rel_path: str | PurePosixPath) -> Scope:
-    """Scope of an upload from its path relative to the uploads folder: `<tenant>/<user>/<chat>/...`.
+    """Scope of an upload from its path relative to the uploads folder: `<tenant>[/<user>[/<chat>]]/...`.
 
-    The first three folders are tenant, user and chat; deeper folders are plain subfolders of the chat
-    (an agent scope comes only from a sidecar). A file directly in the uploads folder has no owner and is
-    refused rather than made visible to everyone.
+    The first folders are tenant, user and chat: a file in `<tenant>/` is visible to the whole tenant, in
+    `<tenant>/<user>/` to that user, in `<tenant>/<user>/<chat>/` to that chat; folders below the chat are
+    plain subfolders (an agent scope comes only from a sidecar). Each scope folder must be a valid scope part
+    (Scope). A file directly in the uploads folder has no owner and is refused rather than made visible to
+    everyone.
     """
     parts = PurePosixPath(rel_path).parts[:-1]
     if not parts:
-        raise ParseError("unscoped", f"{rel_path}: an upload must sit under <tenant>/<user>/<chat>/")
+        raise ParseError("unscoped", f"{rel_path}: an upload must sit in a scope folder: "
+                                     "<tenant>/, <tenant>/<user>/ or <tenant>/<user>/<chat>/")
     if any(part in ("..", ".") for part in parts):
         raise ParseError("outside_root", f"{rel_path}: relative path components are not allowed")
     try:
         return Scope(*parts[:3])
-    except ValueError as e:
-        raise ParseError("malformed", f"{rel_path}: bad scope folders: {e}") from e
+    except ScopeError as e:
+        raise ParseError("malformed", f"{rel_path}: bad scope folder: {e}") from e
 
 
 def document_hash(text: str, title: str, metadata: dict[str, Any], scope: Scope) -> str:
@@ -266,7 +269,7 @@ def _read_sidecar(lexical: Path, root: Path) -> dict[str, Any]:
             else:
                 raise ValueError("expected a path string or an object with tenant/user/chat/agent strings")
         except ValueError as e:
-            raise ParseError("malformed", f"sidecar {sidecar.name}: bad scope {value!r}: {e}") from e
+            raise ParseError("malformed", f"sidecar {sidecar.name}: bad scope {value!r:.200}: {e}") from e
     return out
 
 

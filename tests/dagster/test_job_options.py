@@ -62,3 +62,14 @@ def test_eval_job_refuses_bad_options_before_ingesting(resources, strategies, op
                                          resources=resources, raise_on_error=False)
     cls_name, message = _failure(result)
     assert cls_name == "RetrievalError" and all(n in message for n in needles), message
+
+
+@pytest.mark.parametrize("scope", ["acme/../../x", "acme/ alice", "a" * 65])
+def test_query_job_refuses_a_bad_scope(resources, scope):
+    from pipelines.query import query_job
+
+    result = query_job.execute_in_process(
+        run_config={"ops": {"run_queries": {"config": {"strategy": "bm25", "scope": scope}}}},
+        resources=resources, raise_on_error=False)
+    cls_name, message = _failure(result)
+    assert cls_name == "ScopeError" and "is not allowed: use 1-64 letters" in message, message

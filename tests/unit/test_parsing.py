@@ -158,9 +158,10 @@ def test_scope_from_upload_path():
     assert scope_from_upload_path("acme/alice/chat-1/notes.md") == Scope("acme", "alice", "chat-1")
     assert scope_from_upload_path("acme/alice/chat-1/sub/dir/notes.md") == Scope("acme", "alice", "chat-1")
     assert scope_from_upload_path("acme/alice/notes.md") == Scope("acme", "alice")
+    assert scope_from_upload_path("acme/notes.md") == Scope("acme")  # tenant-wide, as the README says
     with pytest.raises(ParseError) as e:
         scope_from_upload_path("notes.md")
-    assert e.value.reason == "unscoped"
+    assert e.value.reason == "unscoped" and "<tenant>/, <tenant>/<user>/ or <tenant>/<user>/<chat>/" in str(e.value)
     with pytest.raises(ParseError):
         scope_from_upload_path("acme/__shared__/c/notes.md")
 
