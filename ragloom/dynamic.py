@@ -32,6 +32,11 @@ MAX_TTL_SECONDS = 366 * 24 * 3600
 ITEM_PREFIX = "dyn-"
 
 
+def is_injected(document_id: str) -> bool:
+    """Whether a document id is an injected item's (ingested documents' ids start with their source name)."""
+    return document_id.startswith(ITEM_PREFIX)
+
+
 def item_strategies(strategies: Iterable[str]) -> list[str]:
     """The chunking collections an injected item goes to."""
     return [s for s in strategies if s != "hierarchical"]
@@ -163,7 +168,7 @@ def delete_item(store: Any, strategies: Iterable[str], item_id: str, owner: Scop
     """Delete an injected item, only when it lies within ``owner``'s subtree; returns chunks deleted."""
     from ragloom.stores.service_ops import delete_where
 
-    if not item_id.startswith(ITEM_PREFIX):
+    if not is_injected(item_id):
         return 0
     where = combine(Condition("document_id", "document_id", "eq", item_id),
                     Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True), *owner_conditions(owner))

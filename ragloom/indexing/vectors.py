@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ragloom.dynamic import is_injected, sweep_expired
 from ragloom.embedding.base import Embedder
 from ragloom.errors import ConfigError, StoreError
 from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
@@ -28,6 +29,7 @@ class VectorSyncReport(SyncReport):
     embed_seconds: float = 0.0
     write_seconds: float = 0.0  # all Weaviate write time (overlapped with embedding)
     collection_size: int = 0
+    expired_swept: int = 0  # injected items past their TTL, deleted by this sync (the nightly job's sweep)
 
     derived = ("chunks_per_second",)
 
@@ -63,7 +65,7 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
         store.drop_collection(strategy)
         report.recreated = True
     store.ensure_collection(strategy, embedder.dimension, model_id=embedder.model_id)
-    todo = plan(current, store.chunk_index(strategy))
+    todo = plan(current, _ingested(store.chunk_index(strategy)))
     report.unchanged = todo.unchanged
     log(f"{strategy}: {len(current)} current chunks, {len(todo.new)} new, {report.unchanged} unchanged, "
         f"{len(todo.stale)} to delete")
@@ -95,6 +97,9 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     if todo.stale:
         report.deleted = store.delete_chunks(strategy, todo.stale)
         log(f"{strategy}: deleted {report.deleted} chunks no longer current")
+    report.expired_swept = sweep_expired(store, [strategy])
+    if report.expired_swept:
+        log(f"{strategy}: swept {report.expired_swept} expired injected items")
     report.collection_size = store.count(strategy)
     report.seconds = time.perf_counter() - started
     log(f"{strategy}: inserted {report.inserted}, deleted {report.deleted}, unchanged {report.unchanged}, "
@@ -129,9 +134,14 @@ def _embed(embedder: Embedder, cache: EmbeddingCache | None, batch: list[Chunk],
     return vectors
 
 
+def _ingested(index: dict[str, str]) -> dict[str, str]:
+    """The chunk index without injected items (ragloom.dynamic): they are not the corpus's to sync or delete."""
+    return {cid: doc for cid, doc in index.items() if not is_injected(doc)}
+
+
 def check_vectors(store: WeaviateStore, strategy: str, chunk_ids: set[str], dimension: int) -> dict[str, Any]:
     """For asset checks: every current chunk id is in Weaviate and nothing else is; vectors have ``dimension``."""
-    stored = store.chunk_index(strategy)
+    stored = _ingested(store.chunk_index(strategy))
     missing = sorted(chunk_ids - stored.keys())
     extra = sorted(stored.keys() - chunk_ids)
     actual = store.vector_dimension(strategy)

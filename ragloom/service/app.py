@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -57,24 +57,46 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge
+                if seen > self.limit:  # raised inside the route's body read: answered as a 413 there
+                    raise HTTPException(413, f"request body over the limit of {self.limit} bytes")
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await _too_large(self.limit, send)
-
-
-class _TooLarge(Exception):
-    pass
+        await self.app(scope, counted, send)
 
 
 async def _too_large(limit: int, send: Send) -> None:
     response = JSONResponse({"detail": f"request body over the limit of {limit} bytes"}, status_code=413)
     await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
     await send({"type": "http.response.body", "body": response.body})
+
+
+class Measure:
+    """Requests by route and status, and their latency (a plain ASGI middleware: no task group per request)."""
+
+    def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.requests.inc(scope["method"], route, str(status))
+            self.metrics.request_seconds.observe(time.perf_counter() - started, route)
+            if status >= 400:
+                self.metrics.errors.inc(str(status))
 
 
 def _route_name(request: Request) -> str:
@@ -122,18 +144,6 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     for module in (query, inject, documents, admin, health, playground):
         app.include_router(module.router)
 
-    @app.middleware("http")
-    async def measure(request: Request, call_next: Any) -> Any:
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = _route_name(request)
-        metrics = app.state.metrics
-        metrics.requests.inc(request.method, route, str(response.status_code))
-        metrics.request_seconds.observe(time.perf_counter() - started, route)
-        if response.status_code >= 400:
-            metrics.errors.inc(str(response.status_code))
-        return response
-
     @app.exception_handler(RagloomError)
     async def ragloom_error(request: Request, exc: RagloomError) -> JSONResponse:
         status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
@@ -148,6 +158,7 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
         return JSONResponse({"detail": errors}, status_code=422)
 
     app.add_middleware(BodyLimit, limit=settings.service_max_body_bytes)
+    app.add_middleware(Measure, metrics=app.state.metrics)  # outermost: counts the 413s too
     return app
 
 

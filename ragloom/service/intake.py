@@ -94,13 +94,12 @@ def load_record(root: Path, upload_id: str) -> UploadRecord | None:
 
 def rejection(artifacts_dir: Path, path: str) -> str | None:
     """'reason: detail' when the last ingestion rejected the file at ``path``, else None."""
-    path = artifacts_dir / "rejected_documents.parquet"
-    if not path.exists():
+    table = artifacts_dir / "rejected_documents.parquet"
+    if not table.exists():
         return None
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path, columns=["source_path", "reason", "detail"]).to_pylist()
-    for row in table:
+    for row in pq.read_table(table, columns=["source_path", "reason", "detail"]).to_pylist():
         if row["source_path"] == path:
             return f"{row['reason']}: {row['detail']}" if row["detail"] else str(row["reason"])
     return None

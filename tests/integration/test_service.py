@@ -1,0 +1,484 @@
+"""The query service as applications use it: a real `ragloom serve` process on loopback over the real Weaviate
+and Neo4j, a corpus ingested by the real ingest job, keys in a real keys file.
+
+Query; inject -> retrievable -> expires and is swept; upload -> indexed by the uploads sensor's run; promotion
+visible to the wider scope in both stores; every auth failure code; no cross-tenant read through any endpoint
+(hypothesis over principals, scopes and endpoints); keys never in logs or responses; the playground in a
+headless Chromium.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from pipelines.definitions import build_defs, uploads_sensor
+from ragloom.service.keys import KeyStore
+from ragloom.settings import REPO_ROOT, Settings
+from ragloom.stores.neo4j import Neo4jStore
+from ragloom.stores.weaviate import WeaviateStore
+from ragloom.types import Scope
+from resources import (
+    ArtifactStore,
+    CorpusResource,
+    EmbedderResource,
+    Neo4jResource,
+    NlpResource,
+    ParquetIOManager,
+    WeaviateResource,
+)
+
+STRATEGY = "recursive"
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+RATE_PER_MINUTE = 240
+MAX_BODY = 100_000
+# document -> (scope, text); each names a marker word so a query can aim at it
+CORPUS = {
+    "shared.md": ("", "# Tides\n\nOcean tides follow the moon. Marker word: quillion."),
+    "acme.md": ("acme", "# Acme handbook\n\nAcme employees badge in at the north gate. Marker word: quillion."),
+    "alice.md": ("acme/alice", "# Alice notes\n\nAlice keeps her quillion budget in a spreadsheet."),
+    "alice_chat.md": ("acme/alice/c1", "# Chat upload\n\nThe quillion prototype ships in March, Alice said."),
+    "promote_me.md": ("acme/alice/c2", "# Zorbatron memo\n\nThe zorbatron calibration needs two quillion units."),
+    "bob.md": ("acme/bob", "# Bob notes\n\nBob thinks the quillion budget is too small."),
+    "globex.md": ("globex", "# Globex secrets\n\nGlobex will acquire the quillion factory."),
+    "carol.md": ("globex/carol", "# Carol notes\n\nCarol's quillion plan is confidential."),
+    "fjord.md": ("acme", "# Field note\n\nCaptain Ingrid Solberg of the research vessel Aurora Borealis met Professor "
+                         "Tobias Lindgren in Bergen. They planned a survey of the Hardanger Fjord for the Norwegian "
+                         "Polar Institute."),
+}
+PRINCIPALS = {  # name -> (tenant, user, admin)
+    "alice": ("acme", "alice", False), "bob": ("acme", "bob", False), "carol": ("globex", "carol", False),
+    "acme_app": ("acme", "", False), "acme_admin": ("acme", "", True), "globex_admin": ("globex", "", True),
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout: float, what: str, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+@dataclasses.dataclass
+class Service:
+    url: str
+    root: Path
+    settings: Settings
+    defs: dg.Definitions
+    keys: dict[str, str]
+    key_file: Path
+    log: Path
+    vectors: WeaviateStore
+    graph: Neo4jStore
+    responses: list[str]
+
+    def client(self, name: str | None = None, key: str | None = None) -> httpx.Client:
+        headers = {}
+        if name or key:
+            headers["Authorization"] = f"Bearer {key or self.keys[name]}"
+
+        def keep(response: httpx.Response) -> None:
+            response.read()
+            self.responses.append(response.text + json.dumps(dict(response.headers)))
+
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60, event_hooks={"response": [keep]})
+
+
+def _ingest(defs: dg.Definitions) -> None:
+    result = defs.resolve_job_def("ingest_job").execute_in_process(raise_on_error=True)
+    assert result.success
+
+
+@pytest.fixture(scope="module")
+def service(settings, weaviate_client, neo4j_driver, tmp_path_factory):
+    root = tmp_path_factory.mktemp("service")
+    tag = uuid.uuid4().hex[:10]
+    prefix, graph_ns = f"TestSvc{tag}", f"test_svc_{tag}"
+    docs, uploads, artifacts = root / "docs", root / "uploads", root / "artifacts"
+    docs.mkdir()
+    uploads.mkdir()
+    for name, (scope, text) in CORPUS.items():
+        (docs / name).write_text(text)
+        if scope:
+            (docs / f"{name}.meta.json").write_text(json.dumps({"scope": scope}))
+    ns_settings = dataclasses.replace(settings, collection_prefix=prefix, graph_namespace=graph_ns,
+                                      strategies=(STRATEGY,), graph_strategies=(STRATEGY,))
+    store = ArtifactStore(base_dir=str(artifacts))
+    defs = build_defs(ns_settings, {
+        "corpus": CorpusResource(docs_dir=str(docs), uploads_dir=str(uploads)),
+        "artifacts": store, "io_manager": ParquetIOManager(artifacts=store),
+        "weaviate": WeaviateResource(collection_prefix=prefix, api_key=settings.weaviate_api_key),
+        "neo4j": Neo4jResource(namespace=graph_ns, password=settings.neo4j_password),
+        "embedder": EmbedderResource(), "nlp": NlpResource(),
+    })
+    vectors, graph = WeaviateStore(weaviate_client, prefix), Neo4jStore(neo4j_driver, graph_ns)
+    key_file = root / "keys.json"
+    keystore = KeyStore(key_file)
+    keys = {name: keystore.create(t, u, admin=a)[0] for name, (t, u, a) in PRINCIPALS.items()}
+    port = _free_port()
+    env = {**os.environ, "RAGLOOM_COLLECTION_PREFIX": prefix, "RAGLOOM_GRAPH_NAMESPACE": graph_ns,
+           "RAGLOOM_STRATEGIES": STRATEGY, "RAGLOOM_GRAPH_STRATEGIES": STRATEGY, "RAGLOOM_DOCS_DIR": str(docs),
+           "RAGLOOM_UPLOADS_DIR": str(uploads), "RAGLOOM_ARTIFACTS_DIR": str(artifacts),
+           "RAGLOOM_SERVICE_KEYS_FILE": str(key_file), "RAGLOOM_SERVICE_SWEEP_SECONDS": "1",
+           "RAGLOOM_SERVICE_RATE_PER_MINUTE": str(RATE_PER_MINUTE), "RAGLOOM_SERVICE_MAX_BODY_BYTES": str(MAX_BODY),
+           "PYTHONUNBUFFERED": "1"}
+    log = root / "service.log"
+    proc = None
+    try:
+        _ingest(defs)
+        with open(log, "w") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=REPO_ROOT,
+                                    env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _wait(up, 180, "ragloom serve to be ready")
+        yield Service(url, root, ns_settings, defs, keys, key_file, log, vectors, graph, [])
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        vectors.drop_collections()
+        graph.clear()
+        if log.exists():
+            ARTIFACTS.mkdir(exist_ok=True)
+            shutil.copy(log, ARTIFACTS / "service.log")
+
+
+def _query(client: httpx.Client, query: str, **body) -> httpx.Response:
+    return client.post("/v1/query", json={"query": query, "k": 10, **body})
+
+
+def _docs(response: httpx.Response) -> set[str]:
+    assert response.status_code == 200, response.text
+    return {item["document_id"].removeprefix("docs/") for item in response.json()["items"]}
+
+
+# query ---------------------------------------------------------------------------------------------------
+
+
+def test_query_returns_cited_items_within_the_callers_scope(service):
+    with service.client("alice") as alice:
+        r = _query(alice, "quillion budget", strategy="hybrid", options={"abstain": False})
+        body = r.json()
+        # her user scope and above; not her chats, not bob's, not globex's
+        assert {"shared.md", "acme.md", "alice.md"} <= _docs(r) <= {"shared.md", "acme.md", "alice.md", "fjord.md"}
+        item = body["items"][0]
+        assert item["rank"] == 1 and item["citation"] and item["title"] and item["span"]["end"] > 0
+        assert item["text"] and item["scope"] in ("__shared__", "acme", "acme/alice")
+        assert body["metadata"]["strategy"] == "hybrid" and "total" in body["metadata"]["timings_ms"]
+        assert _docs(_query(alice, "quillion prototype", scope="acme/alice/c1",
+                            options={"abstain": False})) >= {"alice_chat.md"}
+        for strategy in ("dense", "bm25", "graph_rag"):
+            assert _docs(_query(alice, "quillion", strategy=strategy, options={"abstain": False})) <= {
+                "shared.md", "acme.md", "alice.md", "fjord.md"}
+        bad = _query(alice, "x", filters={"scope_path": "globex"})
+        assert bad.status_code == 400 and "scope" in bad.json()["detail"]
+    with service.client() as anonymous:
+        assert anonymous.get("/healthz").json() == {"status": "ok"}
+        ready = anonymous.get("/readyz").json()
+        assert ready == {"ready": True, "stores": {"weaviate": True, "neo4j": True}}
+        assert anonymous.get("/docs").status_code == 200
+        assert "/v1/query" in anonymous.get("/openapi.json").json()["paths"]
+        metrics = anonymous.get("/metrics").text
+        assert 'ragloom_query_duration_seconds_count{strategy="hybrid"}' in metrics
+        assert 'ragloom_requests_total{method="POST",route="/v1/query",status="200"}' in metrics
+        assert 'ragloom_errors_total{kind="400"}' in metrics
+
+
+# auth ----------------------------------------------------------------------------------------------------
+
+
+def test_each_auth_failure_has_its_code(service):
+    with service.client() as nobody:
+        assert _query(nobody, "quillion").status_code == 401
+    with service.client(key="rlk_0000_" + "x" * 40) as forged:
+        r = _query(forged, "quillion")
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    with service.client("alice") as alice:
+        for scope in ("globex", "globex/carol", "acme/bob", "acme", "__shared__", "acme/alice2/c1"):
+            assert _query(alice, "quillion", scope=scope).status_code == 403, scope
+        assert alice.post("/v1/admin/promote", json={"document_id": "docs/alice.md", "to": "tenant"}).status_code == 403
+        big = alice.post("/v1/inject", json={"text": "x" * (MAX_BODY + 10), "scope": "acme/alice/c1"})
+        assert big.status_code == 413
+        chunked = alice.post("/v1/documents", params={"filename": "big.md"},
+                             content=iter([b"y" * 60_000, b"y" * 60_000]))  # no Content-Length: counted
+        assert chunked.status_code == 413
+    # a key made and revoked while the service runs
+    store = KeyStore(service.key_file)
+    key, record = store.create("acme", "dave")
+    with service.client(key=key) as dave:
+        assert _query(dave, "quillion", options={"abstain": False}).status_code == 200
+        store.revoke(record.key_id)
+        assert _query(dave, "quillion").status_code == 401
+    key, _ = store.create("acme", "erin")
+    with service.client(key=key) as erin:
+        answered = 0
+        while (limited := erin.get("/v1/documents/up-00000000000000000000")).status_code == 404:
+            answered += 1
+            assert answered < 2 * RATE_PER_MINUTE, "no 429"
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+        assert RATE_PER_MINUTE <= answered < 1.5 * RATE_PER_MINUTE  # the bucket, plus what refilled meanwhile
+
+
+# dynamic injection ---------------------------------------------------------------------------------------
+
+
+def test_injected_item_is_retrievable_at_once_then_expires_and_is_swept(service):
+    text = "Tool result: the flux capacitor reading for order 7781 is 1.21 gigawatts."
+    with service.client("alice") as alice, service.client("bob") as bob:
+        r = alice.post("/v1/inject", json={"text": text, "scope": "acme/alice/c1", "ttl_seconds": 6,
+                                           "metadata": {"tool": "meter"}, "title": "meter reading"})
+        assert r.status_code == 201, r.text
+        item_id = r.json()["item_id"]
+        assert r.json()["expires_at"] and r.json()["scope"] == "acme/alice/c1"
+        hit = _query(alice, "flux capacitor reading order 7781", scope="acme/alice/c1").json()["items"]
+        assert hit and hit[0]["document_id"] == item_id and hit[0]["dynamic"] is True
+        assert hit[0]["metadata"]["meta_tool"] == "meter"
+        # the chat's item: not at her user level, not in another chat, not for bob, not when excluded
+        for client, scope in ((alice, None), (alice, "acme/alice/c2"), (bob, None)):
+            items = _query(client, "flux capacitor reading order 7781", scope=scope,
+                           options={"abstain": False}).json()["items"]
+            assert item_id not in {i["document_id"] for i in items}
+        excluded = _query(alice, "flux capacitor reading order 7781", scope="acme/alice/c1", exclude_dynamic=True,
+                          options={"abstain": False}).json()["items"]
+        assert item_id not in {i["document_id"] for i in excluded}
+        assert bob.post("/v1/inject", json={"text": "x", "scope": "acme/alice/c1"}).status_code == 403
+        assert alice.post("/v1/inject", json={"text": "x", "scope": "acme/alice"}).status_code == 400  # not a chat
+
+        def expired_and_swept() -> bool:
+            items = _query(alice, "flux capacitor reading order 7781", scope="acme/alice/c1",
+                           options={"abstain": False}).json()["items"]
+            return item_id not in {i["document_id"] for i in items} and \
+                item_id not in service.vectors.chunk_index(STRATEGY).values()
+
+        _wait(expired_and_swept, 30, "the injected item to expire and be swept")
+        assert "ragloom_swept_items_total" in alice.get("/metrics").text
+
+        r = alice.post("/v1/inject", json={"text": "Agent note: the customer prefers invoices by post.",
+                                           "scope": "acme/alice/c1/agent7"})
+        kept = r.json()["item_id"]
+        assert r.json()["expires_at"] is None
+        assert kept in {i["document_id"] for i in _query(alice, "customer prefers invoices by post",
+                                                        scope="acme/alice/c1/agent7").json()["items"]}
+        assert bob.delete(f"/v1/inject/{kept}").status_code == 404  # someone else's: as if unknown
+        # an ingest run leaves injected items alone
+        _ingest(service.defs)
+        assert kept in service.vectors.chunk_index(STRATEGY).values()
+        deleted = alice.delete(f"/v1/inject/{kept}")
+        assert deleted.status_code == 200 and deleted.json()["deleted_chunks"] == 1
+        assert kept not in service.vectors.chunk_index(STRATEGY).values()
+        assert alice.delete(f"/v1/inject/{kept}").status_code == 404
+
+
+# uploads -------------------------------------------------------------------------------------------------
+
+
+def test_upload_is_indexed_by_the_sensors_run_or_rejected_with_its_reason(service):
+    uploads = service.root / "uploads"
+    with service.client("alice") as alice, service.client("bob") as bob:
+        r = alice.post("/v1/documents", params={"filename": "plan.md", "scope": "acme/alice/c3",
+                                                "namespace": "learning", "title": "Trip plan"},
+                       content=b"# Trip plan\n\nThe vexillology conference is in Oslo this year.")
+        assert r.status_code == 202 and r.json()["status"] == "queued", r.text
+        good = r.json()
+        bad = alice.post("/v1/documents", params={"filename": "broken.pdf"},
+                         content=b"%PDF-1.4 not really a pdf").json()
+        assert alice.get(f"/v1/documents/{good['upload_id']}").json()["status"] == "queued"
+        assert bob.get(f"/v1/documents/{good['upload_id']}").status_code == 404
+        assert alice.post("/v1/documents", params={"filename": "x.md", "scope": "acme/bob"},
+                          content=b"x").status_code == 403
+        assert alice.post("/v1/documents", params={"filename": "x.exe"}, content=b"x").status_code == 400
+
+        with dg.instance_for_test() as instance:
+            context = dg.build_sensor_context(instance=instance, resources={"corpus": CorpusResource(
+                docs_dir=str(service.root / "docs"), uploads_dir=str(uploads))})
+            request = uploads_sensor(context)
+        assert isinstance(request, dg.RunRequest) and request.tags["ragloom/added"] == "3"  # 2 files, 1 sidecar
+        _ingest(service.defs)
+
+        status = alice.get(f"/v1/documents/{good['upload_id']}").json()
+        assert status["status"] == "indexed" and status["scope"] == "acme/alice/c3"
+        rejected = alice.get(f"/v1/documents/{bad['upload_id']}").json()
+        assert rejected["status"] == "rejected" and rejected["reason"]
+        items = _query(alice, "vexillology conference Oslo", scope="acme/alice/c3",
+                       namespaces=["learning"]).json()["items"]
+        assert items and items[0]["document_id"] == good["document_id"] and items[0]["title"] == "Trip plan"
+        assert not _query(alice, "vexillology conference Oslo", scope="acme/alice/c3", namespaces=["notifications"],
+                          options={"abstain": False}).json()["items"]
+        assert good["document_id"] not in {i["document_id"] for i in _query(
+            bob, "vexillology conference Oslo", options={"abstain": False}).json()["items"]}
+
+
+# promotion -----------------------------------------------------------------------------------------------
+
+
+def _graph_scopes(service: Service, document_id: str) -> set[str]:
+    rows = service.graph._run(("MATCH (c:Chunk {ns: $ns, document_id: $doc}) RETURN DISTINCT c.scope_path AS s",
+                               {"ns": service.graph.namespace, "doc": document_id}))
+    return {r["s"] for r in rows}
+
+
+def test_promotion_reaches_the_wider_scope_in_both_stores(service):
+    doc = "docs/promote_me.md"
+    query = "zorbatron calibration quillion units"
+    with service.client("bob") as bob, service.client("carol") as carol, service.client("acme_admin") as admin, \
+            service.client("globex_admin") as other_admin:
+        assert "promote_me.md" not in _docs(_query(bob, query, options={"abstain": False}))
+        assert _graph_scopes(service, doc) == {"acme/alice/c2"}
+        assert other_admin.post("/v1/admin/promote", json={"document_id": doc, "to": "shared"}).status_code == 404
+        r = admin.post("/v1/admin/promote", json={"document_id": doc, "to": "tenant"})
+        assert r.status_code == 200, r.text
+        assert r.json()["from_scopes"] == ["acme/alice/c2"] and r.json()["to_scope"] == "acme"
+        assert r.json()["weaviate_objects"] >= 1 and r.json()["neo4j_chunks"] == r.json()["weaviate_objects"]
+        assert "promote_me.md" in _docs(_query(bob, query, options={"abstain": False}))
+        assert "promote_me.md" not in _docs(_query(carol, query, options={"abstain": False}))
+        assert _graph_scopes(service, doc) == {"acme"}
+        r = admin.post("/v1/admin/promote", json={"document_id": doc, "to": "shared"})
+        assert r.status_code == 200 and r.json()["to_scope"] == "__shared__"
+        assert "promote_me.md" in _docs(_query(carol, query, options={"abstain": False}))
+        assert _graph_scopes(service, doc) == {"__shared__"}
+        assert admin.post("/v1/admin/promote", json={"document_id": doc, "to": "tenant"}).status_code == 404
+
+
+# isolation -----------------------------------------------------------------------------------------------
+
+SCOPE_PARTS = st.sampled_from(["acme", "globex", "alice", "bob", "carol", "c1", "c2", "agent7"])
+
+
+@hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(who=st.sampled_from(sorted(PRINCIPALS)), parts=st.lists(SCOPE_PARTS, max_size=4),
+       strategy=st.sampled_from(["dense", "bm25", "hybrid", "graph_rag"]),
+       endpoint=st.sampled_from(["query", "playground", "status", "delete", "inject"]))
+def test_no_read_leaves_the_keys_principal(service, who, parts, strategy, endpoint):
+    tenant, user, _ = PRINCIPALS[who]
+    own = Scope(tenant, user)
+    requested = "/".join(parts) or None
+    allowed = requested is None or own.path in Scope.from_path(requested).visible_paths()
+    narrowed = Scope.from_path(requested) if requested and allowed else own
+    visible = set(narrowed.visible_paths())
+    with service.client(who) as client:
+        if endpoint == "query":
+            r = _query(client, "quillion budget plan secrets", strategy=strategy, scope=requested,
+                       options={"abstain": False})
+            assert r.status_code == (200 if allowed else 403)
+            if allowed:
+                assert {i["scope"] for i in r.json()["items"] if i["scope"]} <= visible
+                graph_text = " ".join(i["text"] for i in r.json()["items"] if not i["scope"])
+                assert "Globex" not in graph_text or tenant == "globex"
+        elif endpoint == "playground":
+            form = {"key": service.keys[who], "query": "quillion secrets", "strategy": strategy, "k": "10",
+                    "scope": requested or ""}
+            page = httpx.post(f"{service.url}/", data=form, timeout=60)
+            assert page.status_code == (200 if allowed else 403)
+            shown = page.text.split('<section id="results">', 1)[1] if allowed else ""
+            foreign = ("Acme", "Alice", "Bob") if tenant == "globex" else ("Globex", "Carol")
+            assert not any(word in shown for word in foreign)
+        elif endpoint == "status":
+            # every upload made so far by anyone: only the owner's subtree answers
+            for record in (service.root / "uploads" / ".service").glob("*.json"):
+                data = json.loads(record.read_text())
+                code = client.get(f"/v1/documents/{data['upload_id']}").status_code
+                assert code == (200 if own.path in Scope.from_path(data["scope"]).visible_paths() else 404)
+        elif endpoint == "inject":
+            r = client.post("/v1/inject", json={"text": "probe", "scope": requested or "", "ttl_seconds": 1})
+            if not allowed:
+                assert r.status_code == 403
+            elif r.status_code == 201:
+                assert Scope.from_path(r.json()["scope"]).path in {narrowed.path} and narrowed.chat
+            else:
+                assert r.status_code == 400
+        else:  # someone else's injected item cannot be deleted
+            victim = "bob" if who != "bob" else "carol"
+            with service.client(victim) as owner:
+                t, u, _ = PRINCIPALS[victim]
+                made = owner.post("/v1/inject", json={"text": "victim note", "scope": f"{t}/{u}/c9", "ttl_seconds": 30})
+                item = made.json()["item_id"]
+                code = client.delete(f"/v1/inject/{item}").status_code
+                mine = own.path in Scope(t, u, "c9").visible_paths()
+                assert code == (200 if mine else 404)
+                owner.delete(f"/v1/inject/{item}")
+
+
+# playground ----------------------------------------------------------------------------------------------
+
+
+def test_playground_in_headless_chromium_shows_results_and_the_subgraph(service):
+    from playwright.sync_api import sync_playwright
+
+    chromium = os.environ.get("RAGLOOM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is required (scripts/browser-deps.sh installs it)"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1280, "height": 1100})
+        page.goto(service.url + "/")
+        page.fill("#key", service.keys["acme_app"])
+        page.fill("#query", "Who did Ingrid Solberg meet in Bergen?")
+        page.select_option("#strategy", "graph_rag")
+        page.fill("#options", '{"abstain": false}')
+        page.click("button[type=submit]")
+        page.wait_for_selector("#results")
+        assert "graph_rag" in page.inner_text("#summary")
+        assert page.locator("#subgraph .node").count() >= 2 and page.locator("#subgraph .edge").count() >= 1
+        assert "Solberg" in page.text_content("#subgraph")
+        marks = [m.lower() for m in page.locator("mark").all_inner_texts()]
+        assert "solberg" in marks and "bergen" in marks
+        assert "fjord.md" in page.inner_text("#results")  # its citation
+        assert page.input_value("#key") == ""  # the key is not written back into the page
+        page.screenshot(path=str(ARTIFACTS / "service_playground.png"), full_page=True)
+        page.fill("#key", "rlk_nope_nope")
+        page.fill("#query", "anything")
+        page.click("button[type=submit]")
+        assert "API key" in page.inner_text(".error")
+        browser.close()
+
+
+# last: what the server wrote and answered ----------------------------------------------------------------
+
+
+def test_keys_never_appear_in_logs_or_responses(service):
+    with service.client("alice") as alice:
+        alice.get("/v1/documents/up-00000000000000000000")
+    seen = "\n".join(service.responses)
+    log = service.log.read_text()
+    assert "POST /v1/query" in log  # the access log is there to search
+    for name, key in service.keys.items():
+        secret = key.split("_", 2)[2]
+        assert key not in log and secret not in log, name
+        assert key not in seen and secret not in seen, name
+    assert not any(k in service.key_file.read_text() for k in service.keys.values())
