@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "ingest_vectors": ([], ["--sizes", "0.1", "--baseline-reps", "1", "--noop-reps", "2"]),
     "ingest_graph": ([], ["--repeats", "1", "--limit", "500", "--baseline-sample", "100"]),
     "query_latency": ([], ["--queries", "50", "--warmup", "5"]),
+    "rerank_latency": ([], ["--queries", "10"]),
     "scaling": ([], ["--sizes", "1000,5000"]),
     "peer_llamaindex": ([], ["--docs", "300"]),
 }

@@ -43,13 +43,13 @@ T = TypeVar("T")
 class Ragloom:
     """Weaviate is connected at construction; the embedder, spaCy and Neo4j are loaded on first use, once.
 
-    Pass ``vectors`` / ``graph`` / ``embedder`` / ``nlp`` to reuse objects you already hold (they are not
-    closed by ``close()``); anything this object opened itself, it closes. ``coalesce_queries``: concurrent
-    queries share model calls (``CoalescingEmbedder``), for servers such as ``ragloom serve``.
+    Pass ``vectors`` / ``graph`` / ``embedder`` / ``nlp`` / ``reranker`` to reuse objects you already hold
+    (they are not closed by ``close()``); anything this object opened itself, it closes. ``coalesce_queries``:
+    concurrent queries share model calls (``CoalescingEmbedder``), for servers such as ``ragloom serve``.
     """
 
     def __init__(self, settings: Settings | None = None, *, vectors: Any = None, graph: Any = None,
-                 embedder: Any = None, nlp: Any = None, llm: LLMClient | None = _UNSET,
+                 embedder: Any = None, nlp: Any = None, reranker: Any = None, llm: LLMClient | None = _UNSET,
                  coalesce_queries: bool = False) -> None:
         self.settings = settings or Settings.from_env()
         self._owned: list[Any] = []
@@ -64,8 +64,9 @@ class Ragloom:
             self._owned.append(vectors)
         self._given_graph = graph is not None
         self.context = RetrievalContext(
-            vectors, embedder=embedder, graph=graph, nlp=nlp,
+            vectors, embedder=embedder, graph=graph, nlp=nlp, reranker=reranker,
             load_embedder=self._load_embedder, load_graph=self._load_graph, load_nlp=self._load_nlp,
+            load_reranker=self._load_reranker,
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
 
@@ -85,6 +86,11 @@ class Ragloom:
             embedder = CoalescingEmbedder(embedder)
             self._owned.append(embedder)
         return embedder
+
+    def _load_reranker(self) -> Any:
+        from ragloom.retrieval.rerank import reranker_for
+
+        return reranker_for(self.settings)
 
     def _load_graph(self) -> Any:
         from ragloom.stores.neo4j import Neo4jStore
@@ -205,6 +211,7 @@ class Ragloom:
         cls = strategy_class(strategy if strategy in available_strategies() else FALLBACK_STRATEGY)
         if cls.needs_embedder:
             _ = self.context.embedder
+        self.context.reranker()  # a model that cannot load is reported in each result, not raised here
         if cls.needs_graph:
             self.context.graph()
             try:

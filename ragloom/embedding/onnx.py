@@ -83,9 +83,12 @@ class ModelLayout:
             raise EmbeddingError(f"{model_dir} has no tokenizer.json: the onnx backend tokenizes with it")
         self.tokenizer_path = tok
 
-    def fingerprint(self) -> str:
-        """Hash of the weights, config and export recipe (weights are hashed by content: ~0.1 s for 90 MB)."""
+    def fingerprint(self, head: str = "encoder") -> str:
+        """Hash of the weights, config, export recipe and exported head (weights are hashed by content:
+        ~0.1 s for 90 MB)."""
         h = hashlib.sha256(EXPORT_RECIPE.encode())
+        if head != "encoder":  # the embedder's fingerprints (and cached exports) stay what they were
+            h.update(head.encode())
         weights = sorted(p for p in self.transformer_dir.iterdir()
                          if p.suffix in (".safetensors", ".bin") and p.is_file())
         if not weights:
@@ -98,15 +101,21 @@ class ModelLayout:
         return h.hexdigest()[:24]
 
 
-def _export_fp32(transformer_dir: Path, target: Path) -> list[str]:
-    """torch.onnx.export of the bare transformer (last hidden state); returns the graph's input names."""
+# What an export takes from the transformers model: the bare encoder's last hidden state (embedders), or
+# a sequence-classification head's logits (cross-encoders).
+HEADS = {"encoder": "last_hidden_state", "classifier": "logits"}
+
+
+def _export_fp32(transformer_dir: Path, target: Path, head: str = "encoder") -> list[str]:
+    """torch.onnx.export of the transformer with ``head`` (see HEADS); returns the graph's input names."""
     import inspect
 
     import torch
-    from transformers import AutoModel
+    from transformers import AutoModel, AutoModelForSequenceClassification
 
+    auto = AutoModel if head == "encoder" else AutoModelForSequenceClassification
     try:
-        model = AutoModel.from_pretrained(str(transformer_dir), attn_implementation="eager").eval()
+        model = auto.from_pretrained(str(transformer_dir), attn_implementation="eager").eval()
     except Exception as e:  # transformers raises many kinds; all mean "cannot load"
         raise EmbeddingError(f"could not load {transformer_dir} for ONNX export: {e}") from e
     accepted = inspect.signature(model.forward).parameters
@@ -123,25 +132,30 @@ def _export_fp32(transformer_dir: Path, target: Path) -> list[str]:
 
     dummy = torch.ones((2, 16), dtype=torch.long)
     args = tuple(torch.zeros_like(dummy) if n == "token_type_ids" else dummy for n in names)
-    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
+    output = HEADS[head]
+    axes = {n: {0: "batch", 1: "sequence"} for n in names}
+    axes[output] = {0: "batch", 1: "sequence"} if head == "encoder" else {0: "batch"}
     with torch.no_grad():
         torch.onnx.export(Positional(model), args, str(target), dynamo=False, input_names=names,
-                          output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=OPSET,
+                          output_names=[output], dynamic_axes=axes, opset_version=OPSET,
                           do_constant_folding=True)
     return names
 
 
-def export_model(layout: ModelLayout, cache_dir: Path, quantized: bool) -> Path:
-    """The cached ONNX file for this model (exporting, and quantizing, on first use); safe across processes.
+def export_model(layout: ModelLayout, cache_dir: Path, quantized: bool, head: str = "encoder") -> Path:
+    """The cached ONNX file for this model and ``head`` (exporting, and quantizing, on first use); safe
+    across processes.
 
     Each file is written under a temporary name in the same directory and renamed into place, so a crash
     mid-export leaves no half file that a later run would load.
     """
-    folder = cache_dir / "onnx" / layout.fingerprint()
+    if head not in HEADS:
+        raise EmbeddingError(f"unknown export head {head!r}; use {', '.join(HEADS)}")
+    folder = cache_dir / "onnx" / layout.fingerprint(head)
     folder.mkdir(parents=True, exist_ok=True)
     fp32 = folder / FP32_FILE
     if not fp32.exists():
-        _build_atomically(fp32, lambda staged: _export_fp32(layout.transformer_dir, staged), "ONNX export")
+        _build_atomically(fp32, lambda staged: _export_fp32(layout.transformer_dir, staged, head), "ONNX export")
     if not quantized:
         return fp32
     int8 = folder / INT8_FILE

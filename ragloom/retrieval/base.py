@@ -36,6 +36,11 @@ POSTPROCESS_OPTIONS: dict[str, Option] = {
                             help="the sufficiency floor on the best item's cosine to the query"),
     "reorder": Option(False, help="lost-in-the-middle order (best at both ends); ranks still say relevance"),
     "keep_vectors": Option(False, help="leave each item's vector in metadata[\"vector\"]"),
+    "rerank": Option(True, help="cross-encoder reranking after fusion, when a reranker model is available"),
+    "rerank_candidates": Option(30, min=1, max=MAX_K * 2, help="how many of the strategy's best items the "
+                                "reranker reads (at least k)"),
+    "relevance_floor": Option(0.0, min=0.0, max=1.0, help="drop reranked items whose relevance (sigmoid) is "
+                              "below this; 0 = off; never abstains"),
 }
 POSTPROCESS_DEFAULTS: dict[str, Any] = {name: option.default for name, option in POSTPROCESS_OPTIONS.items()}
 
@@ -45,12 +50,13 @@ class RetrievalContext:
     each given directly or as a loader called once on first use (so a dense query never opens Neo4j)."""
 
     def __init__(self, vectors: VectorStore, *, embedder: Any = None, graph: GraphStore | None = None,
-                 nlp: Any = None, load_embedder: Callable[[], Any] | None = None,
+                 nlp: Any = None, reranker: Any = None, load_embedder: Callable[[], Any] | None = None,
                  load_graph: Callable[[], GraphStore] | None = None,
-                 load_nlp: Callable[[], Any] | None = None) -> None:
+                 load_nlp: Callable[[], Any] | None = None, load_reranker: Callable[[], Any] | None = None) -> None:
         self.vectors = vectors
-        self._values = {"embedder": embedder, "graph": graph, "nlp": nlp}
-        self._loaders = {"embedder": load_embedder, "graph": load_graph, "nlp": load_nlp}
+        self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker}
+        self._loaders = {"embedder": load_embedder, "graph": load_graph, "nlp": load_nlp,
+                         "reranker": load_reranker}
         self._errors: dict[str, str] = {}
         self.cache: dict[str, Any] = {}  # facts learned about collections (e.g. hierarchical leaf level)
 
@@ -84,6 +90,18 @@ class RetrievalContext:
             error = self._errors.get("graph")
             return None, f"graph store unavailable: {error}" if error else "no graph store configured"
         return store, ""
+
+    def reranker(self) -> tuple[Any, str]:
+        """(the reranker or None, why not). A model that cannot be loaded is a reason, not a crash: it is
+        tried once per context."""
+        try:
+            reranker = self._get("reranker")
+        except RagloomError as e:
+            return None, f"no reranker: {e}"
+        if reranker is None:
+            error = self._errors.get("reranker")
+            return None, f"no reranker: {error}" if error else "no reranker configured (RAGLOOM_RERANK_MODEL)"
+        return reranker, ""
 
     def property_types(self, collection: str, refresh: bool = False) -> dict[str, str] | None:
         """Property -> data type of a chunking strategy's collection; None when there is no store or it cannot
@@ -202,9 +220,13 @@ class Retriever(ABC):
         opts = self._options(self.options, options)
         post = {name: opts.pop(name) for name in POSTPROCESS_DEFAULTS}
         user_filter = self.context.bind_filters(self.chunking, parse_filters(filters))
+        reranker, no_rerank = self.context.reranker() if post["rerank"] else (None, "rerank=False")
+        fetch_k = k * 2 if post["dedup"] else k
+        if reranker is not None:
+            fetch_k = max(fetch_k, post["rerank_candidates"])
         request = SearchRequest(
             query=query, k=k, scope=_scope(scope), filters=user_filter, chunking=self.chunking, context=self.context,
-            fetch_k=min(MAX_K * 2, k * 2 if post["dedup"] else k),
+            fetch_k=min(MAX_K * 2, fetch_k),
             include_vectors=post["dedup"] or post["abstain"] or post["keep_vectors"],
             fallbacks=list(self.fallbacks),
         )
@@ -214,6 +236,11 @@ class Retriever(ABC):
             if more:
                 with request.stage("transform_fusion"):
                     items = fusion.rrf({"query": items, **more}, k=request.fetch_k)
+        if reranker is not None:
+            items, rerank_info = self._rerank(request, reranker, items, post)
+        else:
+            rerank_info = {"applied": False, "reason": no_rerank}
+        request.info["rerank"] = rerank_info
         with request.stage("postprocess"):
             items, extra = self._postprocess(request, items, post)
         request.timings_ms["total"] = (time.perf_counter() - started) * 1000
@@ -233,6 +260,17 @@ class Retriever(ABC):
             **extra,
         }
         return RetrievalResult(query=query, items=items, metadata=metadata)
+
+    def _rerank(self, request: SearchRequest, reranker: Any, items: list[RetrievedItem],
+                post: dict[str, Any]) -> tuple[list[RetrievedItem], dict[str, Any]]:
+        from ragloom.retrieval.rerank import rerank
+
+        pinned = [i for i in items if pp.is_graph_context(i)]  # context, not a passage to judge
+        ranked = [i for i in items if not pp.is_graph_context(i)]
+        with request.stage("rerank"):
+            ranked, info = rerank(reranker, request.query, ranked, max(post["rerank_candidates"], request.k),
+                                  post["relevance_floor"])
+        return [*pinned, *ranked], info
 
     def _postprocess(self, request: SearchRequest, items: list[RetrievedItem],
                      post: dict[str, Any]) -> tuple[list[RetrievedItem], dict[str, Any]]:
