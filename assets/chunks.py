@@ -1,4 +1,4 @@
-"""`chunks_<strategy>` assets: one per chunking strategy, re-chunking only new and changed documents."""
+"""`chunks_<chunking>` assets: one per chunking, re-chunking only new and changed documents."""
 
 
 import pandas as pd
@@ -23,20 +23,20 @@ from ragloom.tables import frame_to_documents
 from resources import ArtifactStore, EmbedderResource
 
 
-def build_chunk_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
-    name = f"chunks_{strategy}"
+def build_chunk_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
+    name = f"chunks_{chunking}"
 
     @asset(name=name, group_name="ingestion", kinds={"python", "parquet"}, ins={"documents": AssetIn()},
-           description=f"Chunks of every document by the {strategy} strategy; unchanged documents keep "
+           description=f"Chunks of every document by the {chunking} chunker; unchanged documents keep "
                        "their chunks from the last run.")
     def _chunks(context: AssetExecutionContext, documents: pd.DataFrame, artifacts: ArtifactStore,
                 embedder: EmbedderResource) -> Output[pd.DataFrame]:
-        chunker = chunker_for(strategy, embedder.embedder)  # loads the model only for a chunker that embeds
+        chunker = chunker_for(chunking, embedder.embedder)  # loads the model only for a chunker that embeds
         outcome = chunk_incremental(frame_to_documents(documents), artifacts.read(name), chunker,
                                     log=context.log.info)
         frame = outcome.frame
         per_doc = frame.groupby("document_id").size() if len(frame) else pd.Series(dtype=int)
-        context.log.info(f"{strategy}: {outcome.documents_chunked} documents chunked, "
+        context.log.info(f"{chunking}: {outcome.documents_chunked} documents chunked, "
                          f"{outcome.documents_reused} reused, {len(frame)} chunks")
         return Output(frame, metadata={
             "chunks": len(frame),
@@ -47,7 +47,7 @@ def build_chunk_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefi
             "mean_tokens": float(frame["token_count"].mean()) if len(frame) else 0.0,
             "max_tokens": int(frame["token_count"].max()) if len(frame) else 0,
             "chunks_per_document_max": int(per_doc.max()) if len(per_doc) else 0,
-            "token_histogram": histogram_png(frame["token_count"].tolist(), f"{strategy}: tokens per chunk",
+            "token_histogram": histogram_png(frame["token_count"].tolist(), f"{chunking}: tokens per chunk",
                                              "tokens") if len(frame) else markdown_table([], []),
             "preview": markdown_table(frame.head(8).to_dict("records"),
                                       ["chunk_id", "document_id", "level", "token_count", "heading_path", "text"]),

@@ -1,4 +1,4 @@
-"""`vectors_<strategy>` (Weaviate) and `graph_<strategy>` (Neo4j): sync each store to the current chunks.
+"""`vectors_<chunking>` (Weaviate) and `graph_<chunking>` (Neo4j): sync each store to the current chunks.
 
 Both syncs are idempotent and diff against what the store holds, so a re-run after a failure
 completes the work without duplicates. Store errors are retried with backoff (RetryPolicy); bad
@@ -51,31 +51,31 @@ def _run_sync(context: AssetExecutionContext, what: str, fn: Callable[[], Any]) 
         raise Failure(description=f"{what}: {e}", allow_retries=False) from e
 
 
-def build_vector_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
-    chunks_name = f"chunks_{strategy}"
+def build_vector_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
+    chunks_name = f"chunks_{chunking}"
 
-    @asset(name=f"vectors_{strategy}", group_name="ingestion", kinds={"weaviate"}, ins={"chunks": AssetIn(chunks_name)},
+    @asset(name=f"vectors_{chunking}", group_name="ingestion", kinds={"weaviate"}, ins={"chunks": AssetIn(chunks_name)},
            retry_policy=STORE_RETRY, pool="weaviate",
-           description=f"Weaviate collection of the {strategy} chunks: embeds new chunks (cached), deletes "
+           description=f"Weaviate collection of the {chunking} chunks: embeds new chunks (cached), deletes "
                        "chunks of changed or removed documents.")
     def _vectors(context: AssetExecutionContext, chunks: pd.DataFrame, weaviate: WeaviateResource,
                  embedder: EmbedderResource, artifacts: ArtifactStore) -> MaterializeResult:
         store = weaviate.store()
         model = embedder.embedder()
         cache = EmbeddingCache(artifacts.cache_dir())
-        report = _run_sync(context, f"vectors_{strategy}", lambda: sync_vectors(
-            store, model, strategy, frame_to_chunks(chunks), cache=cache, log=context.log.info))
+        report = _run_sync(context, f"vectors_{chunking}", lambda: sync_vectors(
+            store, model, chunking, frame_to_chunks(chunks), cache=cache, log=context.log.info))
         return MaterializeResult(metadata={
             **report.as_metadata(),
-            "collection": store.collection_name(strategy),
+            "collection": store.collection_name(chunking),
             "model": model.model_id,
         })
 
-    @asset_check(asset=_vectors, name=f"vectors_{strategy}_match_chunks",
+    @asset_check(asset=_vectors, name=f"vectors_{chunking}_match_chunks",
                  additional_ins={"chunks": AssetIn(chunks_name)},
                  description="Every current chunk id is in Weaviate and nothing else is; vector dimension matches")
     def _check(chunks: pd.DataFrame, weaviate: WeaviateResource, embedder: EmbedderResource) -> AssetCheckResult:
-        result = check_vectors(weaviate.store(), strategy, set(chunks["chunk_id"]), embedder.embedder().dimension)
+        result = check_vectors(weaviate.store(), chunking, set(chunks["chunk_id"]), embedder.embedder().dimension)
         return AssetCheckResult(passed=bool(result["ok"]), severity=AssetCheckSeverity.ERROR,
                                 metadata={k: (MetadataValue.json(v) if isinstance(v, (list, dict)) else v)
                                           for k, v in result.items()})
@@ -83,35 +83,35 @@ def build_vector_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDef
     return _vectors, _check
 
 
-def build_graph_assets(strategy: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
-    chunks_name = f"chunks_{strategy}"
+def build_graph_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
+    chunks_name = f"chunks_{chunking}"
 
-    @asset(name=f"graph_{strategy}", group_name="ingestion", kinds={"neo4j"}, ins={"chunks": AssetIn(chunks_name)},
+    @asset(name=f"graph_{chunking}", group_name="ingestion", kinds={"neo4j"}, ins={"chunks": AssetIn(chunks_name)},
            retry_policy=STORE_RETRY, pool="neo4j",
-           description=f"Neo4j graph of the {strategy} chunks: spaCy entities, mentions and relations, "
+           description=f"Neo4j graph of the {chunking} chunks: spaCy entities, mentions and relations, "
                        "extracted for new chunks only; removed chunks' evidence is withdrawn.")
     def _graph(context: AssetExecutionContext, chunks: pd.DataFrame, neo4j: Neo4jResource,
                nlp: NlpResource) -> MaterializeResult:
         store = neo4j.store()
-        report = _run_sync(context, f"graph_{strategy}", lambda: sync_graph(
-            store, nlp.extractor(), strategy, frame_to_chunks(chunks), log=context.log.info))
+        report = _run_sync(context, f"graph_{chunking}", lambda: sync_graph(
+            store, nlp.extractor(), chunking, frame_to_chunks(chunks), log=context.log.info))
         stats = store.stats()
         top = stats.get("top_entities", [])
         return MaterializeResult(metadata={
             **report.as_metadata(),
             **{k: v for k, v in stats.items() if isinstance(v, (int, float))},
             "top_entities": markdown_table(top, list(top[0].keys()) if top else []),
-            "degree_histogram": histogram_png(stats.get("degrees", []) or [0], f"{strategy}: entity degree",
+            "degree_histogram": histogram_png(stats.get("degrees", []) or [0], f"{chunking}: entity degree",
                                               "relations per entity"),
         })
 
-    @asset_check(asset=_graph, name=f"graph_{strategy}_consistent", additional_ins={"chunks": AssetIn(chunks_name)},
+    @asset_check(asset=_graph, name=f"graph_{chunking}_consistent", additional_ins={"chunks": AssetIn(chunks_name)},
                  description="No empty entity names; every MENTIONS ends at an existing chunk; every chunk in "
                              "Neo4j is in the current chunk set")
     def _check(chunks: pd.DataFrame, neo4j: Neo4jResource) -> AssetCheckResult:
         store = neo4j.store()
         empty, dangling = store.empty_entity_names(), store.dangling_mentions()
-        stale = store.chunk_ids_not_in(set(chunks["chunk_id"]), strategy)
+        stale = store.chunk_ids_not_in(set(chunks["chunk_id"]), chunking)
         return AssetCheckResult(passed=not (empty or dangling or stale), severity=AssetCheckSeverity.ERROR,
                                 metadata={"empty_entity_names": empty, "dangling_mentions": dangling,
                                           "chunks_not_current": len(stale),

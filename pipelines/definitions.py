@@ -31,14 +31,14 @@ SETTINGS = Settings.from_env()
 
 
 def ingestion_assets(settings: Settings) -> tuple[list, list]:
-    """The ingestion asset graph and its checks for the configured strategies."""
+    """The ingestion asset graph and its checks for the configured chunkings."""
     assets, checks = [documents], [documents_quality, no_rejected_files]
-    for strategy in settings.strategies:
-        for asset_def, check_def in (build_chunk_assets(strategy), build_vector_assets(strategy)):
+    for chunking in settings.chunkings:
+        for asset_def, check_def in (build_chunk_assets(chunking), build_vector_assets(chunking)):
             assets.append(asset_def)
             checks.append(check_def)
-    for strategy in settings.graph_strategies:
-        asset_def, check_def = build_graph_assets(strategy)
+    for chunking in settings.graph_chunkings:
+        asset_def, check_def = build_graph_assets(chunking)
         assets.append(asset_def)
         checks.append(check_def)
     return assets, checks

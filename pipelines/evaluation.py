@@ -19,7 +19,7 @@ class EvalConfig(Config):
     dataset: str = Field(default="scifact", description="A dataset folder under RAGLOOM_EVAL_DATA_DIR (e.g. "
                                                         "scifact, musique, obliqa)")
     strategies: str = Field(default=DEFAULT_STRATEGIES, description="Retrieval strategies, comma-separated")
-    chunking: str = Field(default=DEFAULT_CHUNKINGS, description="Chunking strategies, comma-separated")
+    chunking: str = Field(default=DEFAULT_CHUNKINGS, description="Chunkings, comma-separated")
     max_queries: int = Field(default=100, description="A seeded sample of this many queries (0: all)")
     corpus_limit: int = Field(default=1000, description="At most this many documents, gold ones kept (0: all)")
     depth: int = Field(default=30, description="Chunks retrieved per query")

@@ -29,7 +29,7 @@ from ragloom.retrieval import (
 )
 from ragloom.retrieval.base import FALLBACK_STRATEGY
 from ragloom.retrieval.postprocess import Citation
-from ragloom.settings import ALL_STRATEGIES, Settings
+from ragloom.settings import Settings
 from ragloom.types import RetrievalResult, Scope
 
 if TYPE_CHECKING:
@@ -130,8 +130,11 @@ class Ragloom:
         ``hierarchical`` for the hierarchical strategy, ``recursive`` otherwise). Unknown strategy: dense,
         with a warning in every result's metadata."""
         chunking = chunking or None  # "" (a CLI or job default) means the strategy's own collection
-        if chunking is not None and chunking not in ALL_STRATEGIES:
-            raise RetrievalError(f"chunking={chunking!r}: choose one of {', '.join(ALL_STRATEGIES)}")
+        if chunking is not None:
+            from ragloom.chunking import available_chunkers
+
+            if chunking not in available_chunkers():
+                raise RetrievalError(f"chunking={chunking!r}: choose one of {', '.join(available_chunkers())}")
         if options:
             return get_retriever(strategy, self.context, chunking=chunking, **options)
         key = (strategy, chunking)

@@ -14,7 +14,8 @@ from ragloom.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = REPO_ROOT / "sample_corpus"
-ALL_STRATEGIES = ("recursive", "semantic", "hierarchical", "headered")
+# The chunkings materialized by default (a choice, not a gate: any registered chunker may be named).
+DEFAULT_CHUNKINGS = ("recursive", "semantic", "hierarchical", "headered")
 SECRET_FIELDS = ("weaviate_api_key", "neo4j_password", "llm_api_key")
 # spaCy's matrix products: "numpy" (numpy's OpenBLAS, run single-threaded by the extractor) or "blis"
 # (thinc's default). Same results; numpy's is 1.5-1.8x faster on this project's 2-core AMD EPYC machines,
@@ -53,8 +54,15 @@ def _env_float(name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r} is not a number") from e
 
 
-def _env_list(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    raw = _env(name, ",".join(default))
+def _env_list(name: str, default: tuple[str, ...], *, formerly: str = "", empty_ok: bool = False
+              ) -> tuple[str, ...]:
+    """A comma-separated list; ``formerly``: the variable's old name, read when the new one is unset.
+    Empty means the default, unless ``empty_ok`` (then it means none)."""
+    raw = os.environ.get(name)
+    if raw is None and formerly:
+        raw = os.environ.get(formerly)
+    if raw is None or (not raw.strip() and not empty_ok):
+        return default
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
@@ -125,8 +133,8 @@ class Settings:
     spacy_processes: int = 0  # RAGLOOM_SPACY_PROCESSES: extraction worker processes; 0 = one per CPU, at most 4
     spacy_gemm: str = "numpy"  # RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) | blis, spaCy's matrix product backend
     # pipeline
-    strategies: tuple[str, ...] = ALL_STRATEGIES
-    graph_strategies: tuple[str, ...] = ("recursive",)
+    chunkings: tuple[str, ...] = DEFAULT_CHUNKINGS  # RAGLOOM_CHUNKINGS: registered chunkers materialized
+    graph_chunkings: tuple[str, ...] = ("recursive",)  # RAGLOOM_GRAPH_CHUNKINGS: feed the graph; empty: no graph
     schedule_cron: str = "0 2 * * *"
     schedule_timezone: str = "UTC"
     sensor_interval_seconds: int = 30
@@ -197,8 +205,9 @@ class Settings:
             spacy_model=_env("RAGLOOM_SPACY_MODEL", ""),
             spacy_processes=_env_int("RAGLOOM_SPACY_PROCESSES", d.spacy_processes),
             spacy_gemm=_env("RAGLOOM_SPACY_GEMM", d.spacy_gemm),
-            strategies=_env_list("RAGLOOM_STRATEGIES", d.strategies),
-            graph_strategies=_env_list("RAGLOOM_GRAPH_STRATEGIES", d.graph_strategies),
+            chunkings=_env_list("RAGLOOM_CHUNKINGS", d.chunkings, formerly="RAGLOOM_STRATEGIES"),
+            graph_chunkings=_env_list("RAGLOOM_GRAPH_CHUNKINGS", d.graph_chunkings, formerly="RAGLOOM_GRAPH_STRATEGIES",
+                                      empty_ok=True),
             schedule_cron=_env("RAGLOOM_SCHEDULE_CRON", d.schedule_cron),
             schedule_timezone=_env("RAGLOOM_SCHEDULE_TIMEZONE", d.schedule_timezone),
             sensor_interval_seconds=_env_int("RAGLOOM_SENSOR_INTERVAL_SECONDS", d.sensor_interval_seconds),
@@ -233,13 +242,15 @@ class Settings:
         return s
 
     def validate(self) -> None:
-        unknown = [n for n in (*self.strategies, *self.graph_strategies) if n not in ALL_STRATEGIES]
+        from ragloom.chunking import available_chunkers  # the registry, with any chunker registered before
+
+        unknown = [n for n in (*self.chunkings, *self.graph_chunkings) if n not in available_chunkers()]
         if unknown:
-            raise ConfigError(f"RAGLOOM_STRATEGIES / RAGLOOM_GRAPH_STRATEGIES: unknown strategy {unknown}; "
-                              f"choose from {', '.join(ALL_STRATEGIES)}")
-        missing = [n for n in self.graph_strategies if n not in self.strategies]
+            raise ConfigError(f"RAGLOOM_CHUNKINGS / RAGLOOM_GRAPH_CHUNKINGS: unknown chunking {unknown}; "
+                              f"registered: {', '.join(available_chunkers())}")
+        missing = [n for n in self.graph_chunkings if n not in self.chunkings]
         if missing:
-            raise ConfigError(f"RAGLOOM_GRAPH_STRATEGIES names {missing}, which RAGLOOM_STRATEGIES does not chunk")
+            raise ConfigError(f"RAGLOOM_GRAPH_CHUNKINGS names {missing}, which RAGLOOM_CHUNKINGS does not chunk")
         if self.spacy_processes < 0:
             raise ConfigError(f"RAGLOOM_SPACY_PROCESSES={self.spacy_processes}: use 0 (one per CPU) or a count")
         if self.spacy_gemm not in GEMM_BACKENDS:

@@ -137,7 +137,7 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     app.state.keys = KeyStore(settings.resolved_keys_file)
     app.state.limiter = RateLimiter(settings.service_rate_per_minute)
     app.state.metrics = ServiceMetrics()
-    app.state.item_strategies = dynamic.item_strategies(settings.strategies)
+    app.state.item_strategies = dynamic.item_strategies(settings.chunkings)
 
     from ragloom.service.routers import admin, documents, health, inject, playground, query
 

@@ -30,13 +30,13 @@ def test_ingestion_graph_has_every_configured_stage():
     settings = Settings.from_env()
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     expected = {"documents"}
-    expected |= {f"chunks_{s}" for s in settings.strategies}
-    expected |= {f"vectors_{s}" for s in settings.strategies}
-    expected |= {f"graph_{s}" for s in settings.graph_strategies}
+    expected |= {f"chunks_{s}" for s in settings.chunkings}
+    expected |= {f"vectors_{s}" for s in settings.chunkings}
+    expected |= {f"graph_{s}" for s in settings.graph_chunkings}
     assert expected <= keys
     check_keys = {c.name for c in defs.resolve_asset_graph().asset_check_keys}
     assert "documents_quality" in check_keys
-    assert {f"chunks_{s}_quality" for s in settings.strategies} <= check_keys
+    assert {f"chunks_{s}_quality" for s in settings.chunkings} <= check_keys
 
 
 def test_store_assets_are_serialized_by_pools():

@@ -69,8 +69,8 @@ def dagster_stack(settings, weaviate_client, neo4j_driver, tmp_path_factory):
         "RAGLOOM_ARTIFACTS_DIR": str(root / "artifacts"),
         "RAGLOOM_COLLECTION_PREFIX": f"E2e{suffix}",
         "RAGLOOM_GRAPH_NAMESPACE": f"e2e_{suffix}",
-        "RAGLOOM_STRATEGIES": STRATEGY,
-        "RAGLOOM_GRAPH_STRATEGIES": STRATEGY,
+        "RAGLOOM_CHUNKINGS": STRATEGY,
+        "RAGLOOM_GRAPH_CHUNKINGS": STRATEGY,
         "RAGLOOM_SENSOR_INTERVAL_SECONDS": "3",
         "PYTHONUNBUFFERED": "1",
     }

@@ -68,14 +68,14 @@ def test_ingest_rerun_edit_delete(settings, weaviate_client, neo4j_driver, names
         first = _run(defs)
         documents = first["documents"]["documents"]
         assert documents >= 8 and first["documents"]["rejected"] == 0
-        for strategy in settings.strategies:
+        for strategy in settings.chunkings:
             chunks = first[f"chunks_{strategy}"]["chunks"]
             assert chunks > 0 and wv.count(strategy) == chunks
             assert first[f"vectors_{strategy}"]["inserted"] == chunks
         assert graph.stats()["entities"] > 20
 
         again = _run(defs)
-        for strategy in settings.strategies:
+        for strategy in settings.chunkings:
             assert again[f"chunks_{strategy}"]["documents_chunked"] == 0
             assert again[f"vectors_{strategy}"]["inserted"] == 0 and again[f"vectors_{strategy}"]["deleted"] == 0
         assert again["graph_recursive"]["chunks_added"] == 0
@@ -83,7 +83,7 @@ def test_ingest_rerun_edit_delete(settings, weaviate_client, neo4j_driver, names
         teams = corpus / "company" / "teams.md"
         teams.write_text(teams.read_text().replace("Rafael Moreno", "Ingrid Solberg"))
         edited = _run(defs)
-        for strategy in settings.strategies:
+        for strategy in settings.chunkings:
             assert edited[f"chunks_{strategy}"]["documents_chunked"] == 1
             assert edited[f"vectors_{strategy}"]["inserted"] > 0
         index = wv.chunk_index("recursive")
@@ -92,7 +92,7 @@ def test_ingest_rerun_edit_delete(settings, weaviate_client, neo4j_driver, names
         (corpus / "company" / "teams.md").unlink()
         removed = _run(defs)
         assert removed["documents"]["removed (tombstones)"] == 1
-        for strategy in settings.strategies:
+        for strategy in settings.chunkings:
             assert "docs/company/teams.md" not in set(wv.chunk_index(strategy).values())
             assert removed[f"vectors_{strategy}"]["deleted"] > 0
         assert not [c for c in graph.chunk_ids("recursive") if c not in set(wv.chunk_index("recursive"))]
@@ -113,7 +113,7 @@ def test_graph_asset_extracts_in_worker_processes_inside_a_run(settings, weaviat
         for _, line in zip(range(300), handle, strict=False):
             row = json.loads(line)
             (docs / f"{row['_id']}.txt").write_text(row["text"], encoding="utf-8")
-    recursive_only = dataclasses.replace(settings, strategies=("recursive",), graph_strategies=("recursive",))
+    recursive_only = dataclasses.replace(settings, chunkings=("recursive",), graph_chunkings=("recursive",))
     defs = _defs(recursive_only, namespace, tmp_path, docs, nlp=NlpResource(processes=2))
     wv = WeaviateStore(weaviate_client, namespace)
     graph = Neo4jStore(neo4j_driver, namespace)

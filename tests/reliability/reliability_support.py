@@ -141,7 +141,7 @@ def ingest_defs(settings: Any, prefix: str, work: Path, nlp_path: str) -> Any:
         "embedder": EmbedderResource(backend="onnx-int8"),  # no torch import in the run workers: faster start
         "nlp": NlpResource(model=nlp_path),
     }
-    one = dataclasses.replace(settings, strategies=(STRATEGY,), graph_strategies=(STRATEGY,))
+    one = dataclasses.replace(settings, chunkings=(STRATEGY,), graph_chunkings=(STRATEGY,))
     return build_defs(one, resources)
 
 

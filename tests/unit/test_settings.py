@@ -20,21 +20,22 @@ def env(monkeypatch, tmp_path):
 
 def test_defaults_and_overrides(env, tmp_path):
     s = Settings.from_env()
-    assert s.weaviate_http_port == 18080 and s.strategies == ("recursive", "semantic", "hierarchical", "headered")
+    assert s.weaviate_http_port == 18080 and s.chunkings == ("recursive", "semantic", "hierarchical", "headered")
     assert s.artifacts_dir == tmp_path / "artifacts" and s.resolved_uploads_dir == tmp_path / "uploads"
-    env.setenv("RAGLOOM_STRATEGIES", "recursive, headered")
+    env.setenv("RAGLOOM_CHUNKINGS", "recursive, headered")
     env.setenv("RAGLOOM_NEO4J_BOLT_PORT", "7777")
     assert s.spacy_processes == 0  # one per CPU
     env.setenv("RAGLOOM_SPACY_PROCESSES", "3")
     s = Settings.from_env()
-    assert s.strategies == ("recursive", "headered") and s.resolved_neo4j_uri == "bolt://127.0.0.1:7777"
+    assert s.chunkings == ("recursive", "headered") and s.resolved_neo4j_uri == "bolt://127.0.0.1:7777"
     assert s.spacy_processes == 3
 
 
 @pytest.mark.parametrize("name,value,needle", [
     ("RAGLOOM_WEAVIATE_HTTP_PORT", "eighty", "RAGLOOM_WEAVIATE_HTTP_PORT"),
-    ("RAGLOOM_STRATEGIES", "recursive,magic", "magic"),
-    ("RAGLOOM_GRAPH_STRATEGIES", "semantic,bogus", "bogus"),
+    ("RAGLOOM_CHUNKINGS", "recursive,magic", "magic"),
+    ("RAGLOOM_GRAPH_CHUNKINGS", "semantic,bogus", "bogus"),
+    ("RAGLOOM_STRATEGIES", "recursive,magic", "magic"),  # the former name is still read
     ("RAGLOOM_EMBED_BACKEND", "tpu", "RAGLOOM_EMBED_BACKEND"),
     ("RAGLOOM_SPACY_PROCESSES", "-2", "RAGLOOM_SPACY_PROCESSES"),
 ])
@@ -44,10 +45,53 @@ def test_invalid_values_name_the_setting(env, name, value, needle):
         Settings.from_env()
 
 
-def test_graph_strategy_must_be_chunked(env):
-    env.setenv("RAGLOOM_STRATEGIES", "headered")
+def test_graph_chunking_must_be_chunked(env):
+    env.setenv("RAGLOOM_CHUNKINGS", "headered")
     with pytest.raises(ConfigError, match="does not chunk"):
         Settings.from_env()
+
+
+@pytest.mark.parametrize("name", ["RAGLOOM_GRAPH_CHUNKINGS", "RAGLOOM_GRAPH_STRATEGIES"])
+def test_an_empty_graph_chunkings_switches_the_graph_off(env, name):
+    """Empty means no graph (issue 14: it used to fall back to the default, recursive)."""
+    env.setenv(name, "")
+    s = Settings.from_env()
+    assert s.graph_chunkings == ()
+    from pipelines.definitions import build_defs
+
+    keys = {k.to_user_string() for k in build_defs(s).resolve_asset_graph().get_all_asset_keys()}
+    assert not any(k.startswith("graph_") for k in keys) and "vectors_recursive" in keys
+    env.setenv(name, " , ")
+    assert Settings.from_env().graph_chunkings == ()
+    env.delenv(name)
+    assert Settings.from_env().graph_chunkings == ("recursive",)  # unset: the default
+
+
+def test_the_new_names_win_over_the_former_ones(env):
+    env.setenv("RAGLOOM_STRATEGIES", "recursive,headered")
+    env.setenv("RAGLOOM_CHUNKINGS", "recursive")
+    assert Settings.from_env().chunkings == ("recursive",)
+
+
+def test_a_registered_custom_chunker_can_be_configured_materialized_and_queried(env):
+    """Names come from the chunker registry: a chunker registered before the settings are read is accepted by
+    the settings, gets its chunk/vector (and graph) assets, and can be named as a query's collection."""
+    from pipelines.definitions import build_defs
+    from ragloom.api import Ragloom
+    from ragloom.chunking import register_chunker
+    from ragloom.chunking.recursive import RecursiveChunker
+    from ragloom.errors import RetrievalError
+
+    register_chunker("test_custom_paragraphs")(type("CustomChunker", (RecursiveChunker,), {}))
+    env.setenv("RAGLOOM_CHUNKINGS", "recursive,test_custom_paragraphs")
+    env.setenv("RAGLOOM_GRAPH_CHUNKINGS", "test_custom_paragraphs")
+    s = Settings.from_env()
+    keys = {k.to_user_string() for k in build_defs(s).resolve_asset_graph().get_all_asset_keys()}
+    assert {"chunks_test_custom_paragraphs", "vectors_test_custom_paragraphs", "graph_test_custom_paragraphs"} <= keys
+    rag = Ragloom(s, vectors=object())  # building a retriever calls no store
+    assert rag.retriever("hybrid", "test_custom_paragraphs").chunking == "test_custom_paragraphs"
+    with pytest.raises(RetrievalError, match="test_custom_paragraphs"):  # the error lists the registered ones
+        rag.retriever("hybrid", "no_such_chunking")
 
 
 def test_generated_secrets_are_read_and_masked(env, tmp_path):

@@ -40,5 +40,5 @@ def promote_document(rag, strategies: list[str], document_id: str, tenant: str, 
 async def promote(body: PromoteRequest, request: Request, who: AdminDep) -> PromoteResponse:
     target = Scope(who.tenant) if body.to == "tenant" else Scope()
     state = request.app.state
-    return await state.rag.run_blocking(promote_document, state.rag, list(state.settings.strategies),
+    return await state.rag.run_blocking(promote_document, state.rag, list(state.settings.chunkings),
                                         body.document_id, who.tenant, target)

@@ -48,8 +48,8 @@ async def status(upload_id: str, request: Request, who: CallerDep) -> UploadResp
         if reason:
             return "rejected", reason
         where = Condition("document_id", "document_id", "eq", record.document_id)
-        strategy = settings.strategies[0]
-        return ("indexed", None) if count_where(state.rag.context.vectors, strategy, where) else ("queued", None)
+        chunking = settings.chunkings[0]
+        return ("indexed", None) if count_where(state.rag.context.vectors, chunking, where) else ("queued", None)
 
     status_, reason = await state.rag.run_blocking(check)
     return UploadResponse(upload_id=record.upload_id, document_id=record.document_id, scope=record.scope,

@@ -17,16 +17,16 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
+from ragloom.chunking import available_chunkers
 from ragloom.errors import RagloomError, StoreError
+from ragloom.retrieval import available_strategies
 from ragloom.retrieval.postprocess import is_graph_context
 from ragloom.service.auth import authenticate
 from ragloom.service.models import QueryRequest
 from ragloom.service.routers.query import citation, run_query
-from ragloom.settings import ALL_STRATEGIES
 from ragloom.types import RetrievalResult, RetrievedItem
 
 router = APIRouter(tags=["playground"], include_in_schema=False)
-STRATEGIES = ("hybrid", "dense", "bm25", "graph_rag", "hierarchical")
 _EDGE = re.compile(r"^(?P<s>.+?) \((?P<st>[^()]*)\) -\[(?P<rel>[^\]]*)\]-> (?P<t>.+?) \((?P<tt>[^()]*)\)$")
 _WORD = re.compile(r"\w{3,}", re.UNICODE)
 _STOP = {"the", "and", "for", "are", "was", "what", "which", "who", "how", "why", "with", "that", "this", "from",
@@ -52,8 +52,8 @@ def _form(fields: dict[str, str]) -> str:
     def value(name: str, default: str = "") -> str:
         return html.escape(fields.get(name, default))
 
-    strategies = _options(list(STRATEGIES), fields.get("strategy", "hybrid"))
-    chunkings = _options(["", *ALL_STRATEGIES], fields.get("chunking", ""))
+    strategies = _options(available_strategies(), fields.get("strategy", "hybrid"))
+    chunkings = _options(["", *available_chunkers()], fields.get("chunking", ""))
     checked = " checked" if fields.get("exclude_dynamic") else ""
     return f"""<form method="post" action="/">
 <label for="key">API key</label><input id="key" name="key" type="password" autocomplete="off" required>
