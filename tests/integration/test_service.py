@@ -126,7 +126,7 @@ def service(settings, weaviate_client, neo4j_driver, tmp_path_factory):
         if scope:
             (docs / f"{name}.meta.json").write_text(json.dumps({"scope": scope}))
     ns_settings = dataclasses.replace(settings, collection_prefix=prefix, graph_namespace=graph_ns,
-                                      strategies=(STRATEGY,), graph_strategies=(STRATEGY,))
+                                      chunkings=(STRATEGY,), graph_chunkings=(STRATEGY,))
     store = ArtifactStore(base_dir=str(artifacts))
     defs = build_defs(ns_settings, {
         "corpus": CorpusResource(docs_dir=str(docs), uploads_dir=str(uploads)),
@@ -141,7 +141,7 @@ def service(settings, weaviate_client, neo4j_driver, tmp_path_factory):
     keys = {name: keystore.create(t, u, admin=a)[0] for name, (t, u, a) in PRINCIPALS.items()}
     port = _free_port()
     env = {**os.environ, "RAGLOOM_COLLECTION_PREFIX": prefix, "RAGLOOM_GRAPH_NAMESPACE": graph_ns,
-           "RAGLOOM_STRATEGIES": STRATEGY, "RAGLOOM_GRAPH_STRATEGIES": STRATEGY, "RAGLOOM_DOCS_DIR": str(docs),
+           "RAGLOOM_CHUNKINGS": STRATEGY, "RAGLOOM_GRAPH_CHUNKINGS": STRATEGY, "RAGLOOM_DOCS_DIR": str(docs),
            "RAGLOOM_UPLOADS_DIR": str(uploads), "RAGLOOM_ARTIFACTS_DIR": str(artifacts),
            "RAGLOOM_SERVICE_KEYS_FILE": str(key_file), "RAGLOOM_SERVICE_SWEEP_SECONDS": "1",
            "RAGLOOM_SERVICE_RATE_PER_MINUTE": str(RATE_PER_MINUTE), "RAGLOOM_SERVICE_MAX_BODY_BYTES": str(MAX_BODY),
