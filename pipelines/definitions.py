@@ -2,7 +2,6 @@
 uploads sensor."""
 
 
-from pathlib import Path
 
 from dagster import (
     AssetSelection,
@@ -70,7 +69,7 @@ nightly_reingest = ScheduleDefinition(
         default_status=DefaultSensorStatus.RUNNING,
         description="Indexes new, changed and deleted files under the uploads folder (RAGLOOM_UPLOADS_DIR).")
 def uploads_sensor(context: SensorEvaluationContext, corpus: CorpusResource):
-    root = Path(corpus.uploads_dir)
+    root = corpus.uploads_root()
     previous = uploads.from_cursor(context.cursor)
     current = uploads.scan(root, previous)
     changes = uploads.diff(previous, current)

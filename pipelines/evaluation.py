@@ -1,7 +1,6 @@
 """The evaluation job: `ragloom eval` from the Launchpad, with the results table and chart in the run's metadata."""
 
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from assets.stores import STORE_WRITER_TAGS
 from pipelines._launchpad import inside
 from ragloom.errors import ConfigError
 from ragloom.evaluation.cli import DEFAULT_CHUNKINGS, DEFAULT_STRATEGIES, names
-from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, query_settings
+from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, settings_of
 
 
 class EvalConfig(Config):
@@ -49,14 +48,13 @@ def run_evaluation(context: OpExecutionContext, config: EvalConfig, weaviate: We
                    artifacts: ArtifactStore) -> Output[str]:
     from ragloom.evaluation.runner import evaluate
 
-    settings = dataclasses.replace(query_settings(weaviate, neo4j, embedder, nlp),
-                                   artifacts_path=Path(artifacts.base_dir))
+    settings = settings_of(weaviate, neo4j, embedder, nlp, artifacts)
     dataset = _dataset_dir(config.dataset, settings.eval_data_dir)
     report = evaluate(str(dataset), names(config.strategies), names(config.chunking), settings,
                       namespace=config.namespace or None, max_queries=config.max_queries or None,
                       corpus_limit=config.corpus_limit or None, depth=config.depth, resamples=config.resamples,
                       query_options=config.options, baselines=config.baselines, log=context.log.info)
-    out = Path(artifacts.base_dir) / artifacts.run_name("eval_results", context.run_id)
+    out = artifacts.root / artifacts.run_name("eval_results", context.run_id)
     paths = report.write(out)
     errors = [s.name for s in report.systems if s.error]
     return Output(str(out), metadata={

@@ -14,7 +14,7 @@ from pipelines._launchpad import inside
 from ragloom.errors import ConfigError
 from ragloom.settings import REPO_ROOT
 from ragloom.types import HEADING_SEPARATOR, Scope
-from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, query_settings
+from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, settings_of
 
 
 class QueryConfig(Config):
@@ -44,7 +44,7 @@ def _load_queries(config: QueryConfig, artifacts: ArtifactStore) -> list[str]:
     if not config.queries_file:
         return [config.query]
     path = Path(config.queries_file).resolve()
-    roots = [Path(artifacts.base_dir).resolve(), REPO_ROOT]
+    roots = [artifacts.root.resolve(), REPO_ROOT]
     if not inside(path, roots):
         raise ConfigError(f"queries_file {config.queries_file!r} is outside the allowed folders "
                           f"({', '.join(map(str, roots))})")
@@ -98,7 +98,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
     transforms = [t.strip() for t in config.transforms.split(",") if t.strip()]
     check_names(transforms, config.generation if config.answer else None)
     rows, answers = [], []
-    with Ragloom.from_settings(query_settings(weaviate, neo4j, embedder, nlp)) as rag:
+    with Ragloom.from_settings(settings_of(weaviate, neo4j, embedder, nlp)) as rag:
         for q in queries:
             if config.answer:
                 reply = rag.ask(q, strategy=config.strategy, k=config.k, filters=config.filters or None,

