@@ -18,6 +18,7 @@ from ragloom import dynamic
 from ragloom.errors import (
     ConfigError,
     FilterError,
+    LLMError,
     ParseError,
     RagloomError,
     RetrievalError,
@@ -33,7 +34,7 @@ log = logging.getLogger("ragloom.service")
 
 # our errors -> HTTP status: bad input is the caller's (400), a store that fails is ours to report (503)
 STATUS = ((ScopeError, 400), (FilterError, 400), (RetrievalError, 400), (ConfigError, 400), (ParseError, 400),
-          (StoreError, 503))
+          (StoreError, 503), (LLMError, 502))
 
 
 class BodyLimit:
@@ -139,9 +140,9 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     app.state.metrics = ServiceMetrics()
     app.state.item_strategies = dynamic.item_strategies(settings.chunkings)
 
-    from ragloom.service.routers import admin, documents, health, inject, playground, query
+    from ragloom.service.routers import admin, ask, documents, health, inject, playground, query
 
-    for module in (query, inject, documents, admin, health, playground):
+    for module in (query, ask, inject, documents, admin, health, playground):
         app.include_router(module.router)
 
     @app.exception_handler(RagloomError)

@@ -98,3 +98,25 @@ class PromoteResponse(BaseModel):
     to_scope: str
     weaviate_objects: int
     neo4j_chunks: int
+
+
+class AskRequest(QueryRequest):
+    """A query, answered with citations by the configured model (RAGLOOM_LLM_*)."""
+
+    generation: str | None = Field(None, description="simple | cot | reflect; default RAGLOOM_LLM_GENERATION")
+    transforms: list[str] | None = Field(None, description="query transforms; default RAGLOOM_LLM_TRANSFORMS")
+    token_budget: int | None = Field(None, ge=100, le=32_000, description="context tokens for the model")
+    use_cache: bool = True
+
+
+class AskResponse(BaseModel):
+    question: str
+    answer: str
+    citations: list[dict[str, Any]]
+    context: list[dict[str, Any]]
+    abstained: bool
+    abstain_reason: str | None
+    model_configured: bool
+    message: str
+    confidence: float | None
+    details: dict[str, Any] = Field(..., description="generation, model, tokens, latency_ms, retrieval, cached, ...")

@@ -219,6 +219,17 @@ def test_query_returns_cited_items_within_the_callers_scope(service):
         assert 'ragloom_errors_total{kind="400"}' in metrics
 
 
+def test_ask_answers_from_the_callers_scope_only(service):
+    with service.client("carol") as carol:
+        r = carol.post("/v1/ask", json={"query": "What is the quillion plan?", "k": 5, "options": {"abstain": False}})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["context"] and {c["document_id"] for c in body["context"]} <= {
+            "docs/shared.md", "docs/globex.md", "docs/carol.md"}
+        assert body["answer"] or not body["model_configured"]
+        assert carol.post("/v1/ask", json={"query": "x", "scope": "acme"}).status_code == 403
+
+
 # auth ----------------------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,25 @@
+"""POST /v1/ask: retrieval within the caller's scope, answered with citations through the LLM layer."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from ragloom.service.auth import CallerDep
+from ragloom.service.models import AskRequest, AskResponse
+
+router = APIRouter(prefix="/v1", tags=["ask"])
+
+
+@router.post("/ask", response_model=AskResponse, summary="Answer with citations from the caller's scope")
+async def ask(body: AskRequest, request: Request, who: CallerDep) -> AskResponse:
+    scope = who.narrow(body.scope)
+    rag = request.app.state.rag
+    answer = await rag.run_blocking(
+        rag.ask, body.query, strategy=body.strategy, k=body.k, filters=body.filters, scope=scope,
+        chunking=body.chunking, transforms=body.transforms, generation=body.generation,
+        token_budget=body.token_budget, use_cache=body.use_cache, exclude_dynamic=body.exclude_dynamic,
+        namespaces=body.namespaces, **body.options)
+    out = answer.to_dict()
+    keys = ("question", "answer", "citations", "context", "abstained", "abstain_reason", "model_configured",
+            "message", "confidence")
+    return AskResponse(**{k: out[k] for k in keys}, details={k: v for k, v in out.items() if k not in keys})
