@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "ingest_graph": ([], ["--repeats", "1", "--limit", "500", "--baseline-sample", "100"]),
     "query_latency": ([], ["--queries", "50", "--warmup", "5"]),
     "rerank_latency": ([], ["--queries", "10"]),
+    "service_load": ([], ["--seconds", "5", "--corpus-limit", "300"]),
     "scaling": ([], ["--sizes", "1000,5000"]),
     "peer_llamaindex": ([], ["--docs", "300"]),
 }
