@@ -9,10 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragloom.errors import ConfigError, ParseError
-from ragloom.parsing import document_hash
-from ragloom.parsing.jsonl import read_jsonl
-from ragloom.parsing.markdown import parse_headings
-from ragloom.types import Document, Scope
+from ragloom.parsing import jsonl_documents
+from ragloom.types import Document
 
 Qrels = dict[str, dict[str, int]]  # query id -> {document or passage id: relevance}
 
@@ -98,22 +96,12 @@ def read_corpus(path: Path, name: str) -> list[Document]:
     (gold passages are character offsets into it); Markdown headings are parsed so headered and hierarchical
     chunking see the structure."""
     text = _require(path).read_text(encoding="utf-8")
-    documents = []
-    scope = Scope()
-    for item in read_jsonl(text):
-        if isinstance(item, ParseError):
-            raise ParseError(item.reason, f"{path}: {item.detail}") from item
-        headings = parse_headings(item.text)
-        fmt = "markdown" if headings or item.metadata.get("format") == "markdown" else "text"
-        title = item.title or item.record_id
+    try:
         # corpus metadata is not carried: its keys (e.g. "source") could shadow the chunk fields retrievers read
-        metadata = {"dataset": name}
-        documents.append(Document(
-            document_id=item.record_id, title=title, text=item.text, source_path=f"{name}/corpus.jsonl",
-            format=fmt, content_hash=document_hash(item.text, title, metadata, scope), headings=headings,
-            metadata=metadata, scope=scope,
-        ))
-    return documents
+        return jsonl_documents(text, f"{name}/corpus.jsonl", metadata={"dataset": name}, record_metadata=False,
+                               bare_ids=True, fmt=None)
+    except ParseError as e:
+        raise ParseError(e.reason, f"{path}: {e.detail}") from e
 
 
 def load_dataset(path: str | Path, max_queries: int | None = None, corpus_limit: int | None = None,

@@ -124,7 +124,8 @@ def parse_path(
     sidecar_title: str = sidecar.get("title", "")
 
     if fmt == "jsonl":
-        return _jsonl_documents(data, rel, doc_scope, extra_metadata, modified_at, on_reject)
+        return jsonl_documents(decode_text(data), rel, scope=doc_scope, metadata=extra_metadata,
+                               modified_at=modified_at, on_reject=on_reject)
 
     page_starts: list[int] = []
     headings: list[Heading] = []
@@ -280,31 +281,47 @@ def _narrow(base: Scope, declared: Scope, rel: str) -> Scope:
     return declared
 
 
-def _jsonl_documents(
-    data: bytes, rel: str, scope: Scope, extra_metadata: dict[str, Any], modified_at: float,
-    on_reject: Callable[[Rejection], None] | None,
+def jsonl_documents(
+    text: str, source_path: str, *, scope: Scope | None = None, metadata: dict[str, Any] | None = None,
+    record_metadata: bool = True, bare_ids: bool = False, fmt: str | None = "jsonl", modified_at: float = 0.0,
+    on_reject: Callable[[Rejection], None] | None = None,
 ) -> list[Document]:
+    """The documents of a JSON Lines text, one per record (ragloom.parsing.jsonl), for ingestion and for
+    evaluation corpora alike.
+
+    Ids are ``<source_path>#<record id>``, or the bare record id with ``bare_ids`` (evaluation qrels name
+    them). ``metadata`` is added to every document, then the record's own unless ``record_metadata`` is off.
+    ``fmt`` None: ``markdown`` when the record has headings (or says so in its metadata), else ``text``.
+    A bad line goes to ``on_reject`` when given (the others still parse), else it raises.
+    """
+    scope = scope or Scope()
     documents = []
-    for item in read_jsonl(decode_text(data)):
+    for item in read_jsonl(text):
         if isinstance(item, ParseError):
             if on_reject is None:
                 raise item
-            on_reject(Rejection(rel, item.reason, item.detail))
+            on_reject(Rejection(source_path, item.reason, item.detail))
             continue
-        documents.append(_jsonl_document(item, rel, scope, extra_metadata, modified_at))
+        documents.append(_jsonl_document(item, source_path, scope, metadata or {}, record_metadata, bare_ids,
+                                         fmt, modified_at))
     if not documents and on_reject is None:
         raise ParseError("empty", "no documents in the JSONL file")
     return documents
 
 
-def _jsonl_document(record: JsonlRecord, rel: str, scope: Scope, extra: dict[str, Any], modified_at: float) -> Document:
-    metadata = {**extra, **record.metadata}
+def _jsonl_document(record: JsonlRecord, source_path: str, scope: Scope, extra: dict[str, Any], record_metadata: bool,
+                    bare_ids: bool, fmt: str | None, modified_at: float) -> Document:
+    metadata = {**extra, **record.metadata} if record_metadata else dict(extra)
     title = record.title or record.record_id
+    headings = parse_headings(record.text)
+    if fmt is None:
+        fmt = "markdown" if headings or record.metadata.get("format") == "markdown" else "text"
     # JSONL text is kept byte-for-byte: evaluation data gives gold passages as offsets into it.
     return Document(
-        document_id=f"{rel}#{record.record_id}", title=title, text=record.text, source_path=rel, format="jsonl",
+        document_id=record.record_id if bare_ids else f"{source_path}#{record.record_id}", title=title,
+        text=record.text, source_path=source_path, format=fmt,
         content_hash=document_hash(record.text, title, metadata, scope), modified_at=modified_at,
-        headings=parse_headings(record.text), metadata=metadata, scope=scope,
+        headings=headings, metadata=metadata, scope=scope,
     )
 
 

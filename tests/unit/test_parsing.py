@@ -339,3 +339,24 @@ def test_random_bytes_never_crash_the_batch(tmp_path, data, suffix):
         assert doc.text.strip() and doc.document_id.startswith("fuzz")
     for rejection in batch.rejections:
         assert rejection.reason and rejection.detail
+
+
+def test_evaluation_corpora_and_ingested_jsonl_share_one_reader(tmp_path):
+    """Files -> documents in one place: the evaluation's corpus reader is the ingestion's JSONL path, with bare
+    record ids (the qrels name them), the dataset as metadata, and per-record markdown/text formats."""
+    from ragloom.evaluation.datasets import read_corpus
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(json.dumps({"_id": "d1", "title": "T", "text": "# Part\n\nbody", "metadata": {"source": "x"}})
+                    + "\n" + json.dumps({"_id": 2, "text": "plain"}) + "\n")
+    ingested = parse_path(path, tmp_path)
+    evaluated = read_corpus(path, "tiny")
+    assert [d.document_id for d in ingested] == ["corpus.jsonl#d1", "corpus.jsonl#2"]
+    assert [d.document_id for d in evaluated] == ["d1", "2"]
+    for a, b in zip(ingested, evaluated, strict=True):
+        assert (a.text, a.title, a.headings) == (b.text, b.title, b.headings)
+    assert ingested[0].metadata == {"source": "x"} and evaluated[0].metadata == {"dataset": "tiny"}
+    assert [d.format for d in evaluated] == ["markdown", "text"] and ingested[0].format == "jsonl"
+    path.write_text(path.read_text() + "{broken\n")
+    with pytest.raises(ParseError, match=r"corpus.jsonl: line 3: invalid JSON"):
+        read_corpus(path, "tiny")
