@@ -11,6 +11,12 @@ by start), or by a non-relevant placeholder when it matches none. ranx then scor
 (``recall``, ``ndcg``, ``mrr`` without a cutoff), so recall@k is the share of gold passages matched by
 the first k chunks and MRR@k is 1 / rank of the first matching chunk, both exactly. nDCG@k is exact
 unless one chunk matches several new gold passages: they then take consecutive positions.
+
+Recall at a token budget (passage level, ``tokrecall@B``): the share of the query's gold passage characters
+covered by the first B tokens of retrieved text. Hits are read in rank order, each costing its token count
+(a hit that does not fit whole contributes the proportional prefix of its span); text retrieved twice
+(overlapping chunks, a parent and its child) costs twice but covers once. Unlike recall@k it does not
+reward bigger chunks: every chunking gets the same number of tokens to spend.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from ragloom.errors import ConfigError
 from ragloom.evaluation.datasets import Passage, Qrels
 
 METRICS = ("recall@5", "recall@10", "ndcg@10", "mrr@10")
+TOKEN_BUDGETS = (512, 1024, 2048)
+BUDGET_METRICS = tuple(f"tokrecall@{b}" for b in TOKEN_BUDGETS)
+CHARS_PER_TOKEN = 4  # a hit that does not say its token count (baseline units) is estimated from its span
 _PASSAGE_CUTOFF = {"recall@5": 5, "recall@10": 10, "ndcg@10": 10, "mrr@10": 10}
 _PASSAGE_METRIC = {"recall@5": "recall", "recall@10": "recall", "ndcg@10": "ndcg", "mrr@10": "mrr"}
 
@@ -36,6 +45,12 @@ class Hit:
     document_id: str
     start: int = 0
     end: int = 0
+    tokens: int = 0  # the hit's text in the embedding model's tokens; 0 = unknown (estimated from the span)
+
+
+def level_metrics(level: str) -> tuple[str, ...]:
+    """The metrics reported at a level: the four ranking metrics, and at passage level the token budgets."""
+    return METRICS + BUDGET_METRICS if level == "passage" else METRICS
 
 
 Runs = Mapping[str, Sequence[Hit]]  # query id -> hits, best first
@@ -73,6 +88,52 @@ def passage_ranking(hits: Sequence[Hit], gold: Sequence[Passage]) -> list[str]:
     return out
 
 
+def _union(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    """Characters in both unions of disjoint sorted spans."""
+    total, i, j = 0, 0, 0
+    while i < len(a) and j < len(b):
+        total += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def budget_recall(hits: Sequence[Hit], gold: Sequence[Passage], budget: int) -> float:
+    """Share of the gold passages' characters inside the first ``budget`` tokens of the hits (module docstring)."""
+    gold_spans: dict[str, list[tuple[int, int]]] = {}
+    for p in gold:
+        gold_spans.setdefault(p.document_id, []).append((p.start, p.end))
+    gold_union = {doc: _union(spans) for doc, spans in gold_spans.items()}
+    gold_chars = sum(end - start for spans in gold_union.values() for start, end in spans)
+    if gold_chars == 0:
+        return 0.0
+    covered: dict[str, list[tuple[int, int]]] = {}
+    left = budget
+    for hit in hits:
+        if left <= 0:
+            break
+        length = hit.end - hit.start
+        cost = hit.tokens or max(1, -(-length // CHARS_PER_TOKEN))
+        end = hit.end if cost <= left else hit.start + int(length * left / cost)
+        left -= min(cost, left)
+        if hit.document_id in gold_union:
+            covered.setdefault(hit.document_id, []).append((hit.start, end))
+    found = sum(_overlap(_union(spans), gold_union[doc]) for doc, spans in covered.items())
+    return found / gold_chars
+
+
 def _ranx_scores(qrels: Qrels, rankings: Mapping[str, list[str]], metrics: Sequence[str]) -> PerQuery:
     """Per-query ranx scores for ranked id lists (best first), aligned with ``sorted(qrels)``."""
     from ranx import Qrels as RanxQrels
@@ -98,7 +159,8 @@ def document_scores(runs: Runs, qrels: Qrels) -> PerQuery:
 
 
 def passage_scores(runs: Runs, passage_qrels: Qrels, passages: Mapping[str, Passage]) -> PerQuery:
-    """The same four metrics per query at passage level (span overlap, see the module docstring)."""
+    """The same four metrics per query at passage level (span overlap), and recall at each token budget
+    (see the module docstring)."""
     if not passage_qrels:
         raise ConfigError("no passage relevance judgements to score against")
     out: PerQuery = {}
@@ -108,7 +170,11 @@ def passage_scores(runs: Runs, passage_qrels: Qrels, passages: Mapping[str, Pass
                     for q, rel in passage_qrels.items()}
         scored = _ranx_scores(passage_qrels, rankings, sorted({_PASSAGE_METRIC[m] for m in names}))
         out.update({m: scored[_PASSAGE_METRIC[m]] for m in names})
-    return {m: out[m] for m in METRICS}
+    query_ids = sorted(passage_qrels)
+    for budget, name in zip(TOKEN_BUDGETS, BUDGET_METRICS, strict=True):
+        out[name] = np.array([budget_recall(list(runs.get(q, ())), [passages[p] for p in passage_qrels[q]], budget)
+                              for q in query_ids])
+    return {m: out[m] for m in level_metrics("passage")}
 
 
 # confidence intervals -----------------------------------------------------------------------------------

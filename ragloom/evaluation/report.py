@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import ConfigError
-from ragloom.evaluation.metrics import METRICS, Estimate, PerQuery, bootstrap_ci, paired_difference_ci
+from ragloom.evaluation.metrics import METRICS, Estimate, PerQuery, bootstrap_ci, level_metrics, paired_difference_ci
 
 BASELINE_BM25 = "bm25"
 BASELINE_DENSE = "dense"
@@ -80,7 +80,7 @@ class EvalReport:
                             "baseline": system.baseline, "error": system.error})
                 continue
             for level in self.levels:
-                for metric in METRICS:
+                for metric in level_metrics(level):
                     est = self.estimate(system, level, metric)
                     row: dict[str, Any] = {
                         "system": system.name, "retrieval": system.retrieval, "chunking": system.chunking,
@@ -105,7 +105,8 @@ class EvalReport:
                  + ", ".join(f"{len(self.query_ids[lv])} queries ({lv})" for lv in self.levels)]
         for level in self.levels:
             lines.append(f"\n{level} level (mean [95% CI]; delta = paired difference from the baseline [95% CI])")
-            header = f"{'system':34} " + " ".join(f"{m:>19}" for m in METRICS) + \
+            metrics = level_metrics(level)
+            header = f"{'system':34} " + " ".join(f"{m:>19}" for m in metrics) + \
                 f" {'dnDCG vs bm25':>22} {'dnDCG vs dense':>22} {'dR@10 vs bm25':>22} {'dR@10 vs dense':>22} {'ms':>6}"
             lines += [header, "-" * len(header)]
             for system in self.systems:
@@ -114,7 +115,7 @@ class EvalReport:
                     continue
                 cells = {r["metric"]: r for r in rows if r["system"] == system.name and r.get("level") == level}
                 text = f"{system.name:34} " + " ".join(
-                    f"{cells[m]['mean']:.3f} [{cells[m]['low']:.3f},{cells[m]['high']:.3f}]" for m in METRICS)
+                    f"{cells[m]['mean']:.3f} [{cells[m]['low']:.3f},{cells[m]['high']:.3f}]" for m in metrics)
                 for metric, base in (("ndcg@10", "bm25"), ("ndcg@10", "dense"),
                                      ("recall@10", "bm25"), ("recall@10", "dense")):
                     r = cells[metric]
@@ -133,17 +134,18 @@ class EvalReport:
         rows = self.rows()
         lines = []
         for level in self.levels:
+            metrics = level_metrics(level)
             lines += [f"**{self.dataset}, {level} level** ({len(self.query_ids[level])} queries)", "",
-                      "| system | " + " | ".join(METRICS) + " | ΔnDCG@10 vs bm25 | ΔnDCG@10 vs dense |",
-                      "| --- |" + " --- |" * (len(METRICS) + 2)]
+                      "| system | " + " | ".join(metrics) + " | ΔnDCG@10 vs bm25 | ΔnDCG@10 vs dense |",
+                      "| --- |" + " --- |" * (len(metrics) + 2)]
             for system in self.systems:
                 if system.error:
-                    lines.append(f"| {system.name} | error: {system.error} |" + " |" * (len(METRICS) + 1))
+                    lines.append(f"| {system.name} | error: {system.error} |" + " |" * (len(metrics) + 1))
                     continue
                 cells = {r["metric"]: r for r in rows if r["system"] == system.name and r.get("level") == level}
                 deltas = [cells["ndcg@10"][f"delta_{b}"] for b in (BASELINE_BM25, BASELINE_DENSE)]
                 lines.append(f"| {system.name} | " + " | ".join(
-                    f"{cells[m]['mean']:.3f} [{cells[m]['low']:.3f}, {cells[m]['high']:.3f}]" for m in METRICS)
+                    f"{cells[m]['mean']:.3f} [{cells[m]['low']:.3f}, {cells[m]['high']:.3f}]" for m in metrics)
                     + " | " + " | ".join("-" if d is None else f"{d:+.3f}" for d in deltas) + " |")
             lines.append("")
         return "\n".join(lines)
@@ -154,7 +156,7 @@ class EvalReport:
             "config": self.config, "ingest": self.ingest, "resamples": self.resamples, "seed": self.seed,
             "rows": self.rows(),
             "per_query": {s.name: {lv: {"query_ids": self.query_ids[lv],
-                                        **{m: [round(float(v), 6) for v in s.scores[lv][m]] for m in METRICS}}
+                                        **{m: [round(float(v), 6) for v in s.scores[lv][m]] for m in level_metrics(lv)}}
                                    for lv in s.scores} for s in self.systems if not s.error},
         }
 

@@ -235,7 +235,8 @@ def hits_of(items: Sequence[Any]) -> list[Hit]:
         start, end = item.metadata.get("start"), item.metadata.get("end")
         if start is None or end is None:
             raise ConfigError(f"retrieved chunk {item.chunk_id} carries no start/end offsets in its metadata")
-        hits.append(Hit(item.chunk_id, item.document_id, int(start), int(end)))
+        tokens = int(item.metadata.get("token_count") or 0)
+        hits.append(Hit(item.chunk_id, item.document_id, int(start), int(end), tokens))
     return hits
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 
 MAX_K = 200
 MAX_QUERY_CHARS = 4000
+QUERY_VECTOR_CACHE = 1024  # query embeddings kept per context (LRU): repeated queries skip the model
 
 # Options every strategy accepts: post-processing, applied by Retriever.search after the strategy ran.
 POSTPROCESS_OPTIONS: dict[str, Option] = {
@@ -36,6 +39,9 @@ POSTPROCESS_OPTIONS: dict[str, Option] = {
                             help="the sufficiency floor on the best item's cosine to the query"),
     "reorder": Option(False, help="lost-in-the-middle order (best at both ends); ranks still say relevance"),
     "keep_vectors": Option(False, help="leave each item's vector in metadata[\"vector\"]"),
+    "max_per_document": Option(0, min=0, help="at most this many items per document in the top k; 0 = no cap"),
+    "parent_document": Option(False, help="return each hit's parent chunk instead of the hit (chunkings with "
+                              "parents, e.g. hierarchical); hits sharing a parent give it once"),
     "rerank": Option(True, help="cross-encoder reranking after fusion, when a reranker model is available"),
     "rerank_candidates": Option(30, min=1, max=MAX_K * 2, help="how many of the strategy's best items the "
                                 "reranker reads (at least k)"),
@@ -59,6 +65,9 @@ class RetrievalContext:
                          "reranker": load_reranker}
         self._errors: dict[str, str] = {}
         self.cache: dict[str, Any] = {}  # facts learned about collections (e.g. hierarchical leaf level)
+        self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._query_lock = threading.Lock()
+        self.query_vector_size = QUERY_VECTOR_CACHE
 
     def _get(self, name: str) -> Any:
         if self._values[name] is None and self._loaders[name] is not None and name not in self._errors:
@@ -123,6 +132,24 @@ class RetrievalContext:
         except FilterError:
             return bind(node, self.property_types(collection, refresh=True))
 
+    def query_vector(self, text: str) -> np.ndarray:
+        """The embedding of a query, from an LRU of the last ``query_vector_size`` queries (keyed by the
+        embedder's model id, so a changed model never serves old vectors)."""
+        embedder = self.embedder
+        key = (str(getattr(embedder, "model_id", id(embedder))), text)
+        with self._query_lock:
+            hit = self._query_vectors.get(key)
+            if hit is not None:
+                self._query_vectors.move_to_end(key)
+                return hit
+        vector = np.asarray(embedder.encode([text])[0], dtype=np.float32)
+        vector.flags.writeable = False  # shared between searches
+        with self._query_lock:
+            self._query_vectors[key] = vector
+            while len(self._query_vectors) > self.query_vector_size:
+                self._query_vectors.popitem(last=False)
+        return vector
+
     def loaded(self, name: str) -> Any:
         """The object if already loaded, without loading it (for close())."""
         return self._values.get(name)
@@ -155,7 +182,7 @@ class SearchRequest:
         """The query's embedding, computed once per search."""
         if self._vector is None:
             with self.stage("embed"):
-                self._vector = np.asarray(self.context.embedder.encode([self.query])[0], dtype=np.float32)
+                self._vector = self.context.query_vector(self.query)
         return self._vector
 
     @contextmanager
@@ -222,6 +249,8 @@ class Retriever(ABC):
         user_filter = self.context.bind_filters(self.chunking, parse_filters(filters))
         reranker, no_rerank = self.context.reranker() if post["rerank"] else (None, "rerank=False")
         fetch_k = k * 2 if post["dedup"] else k
+        if post["max_per_document"]:  # room to fill k from other documents
+            fetch_k = max(fetch_k, k * 4)
         if reranker is not None:
             fetch_k = max(fetch_k, post["rerank_candidates"])
         request = SearchRequest(
@@ -280,6 +309,9 @@ class Retriever(ABC):
         if post["dedup"]:
             ranked, removed = pp.remove_near_duplicates(ranked, post["dedup_threshold"])
             extra["duplicates_removed"] = removed
+        if post["max_per_document"]:
+            ranked, capped = pp.cap_per_document(ranked, post["max_per_document"])
+            extra["over_document_cap"] = capped
         ranked = ranked[: request.k]
         if post["abstain"]:
             # the query vector is only needed for items the dense lane did not score
@@ -289,6 +321,8 @@ class Retriever(ABC):
             if reason:
                 extra.update(abstained=True, abstain_reason=reason)
                 return [], extra
+        if post["parent_document"]:
+            ranked = self._parents(request, ranked)
         for rank, item in enumerate(ranked, start=1):
             item.rank = rank
         for item in pinned:
@@ -300,6 +334,17 @@ class Retriever(ABC):
             for item in [*pinned, *ranked]:
                 item.metadata.pop("vector", None)
         return [*pinned, *ranked], extra
+
+    def _parents(self, request: SearchRequest, items: list[RetrievedItem]) -> list[RetrievedItem]:
+        """Items replaced by their parent chunks, read under the scope filter (a parent the caller may not
+        see leaves its child in place)."""
+        wanted = list(dict.fromkeys(i.metadata["parent_id"] for i in items if i.metadata.get("parent_id")))
+        if not wanted:
+            return items
+        where = request.where()
+        got = store_call(request, "parent_fetch", lambda: self.context.vectors.fetch(
+            self.chunking, wanted, where=where, include_vectors=request.include_vectors))
+        return pp.replace_by_parents(items, {parent.chunk_id: parent for parent in got})
 
     @classmethod
     def all_options(cls) -> dict[str, Option]:

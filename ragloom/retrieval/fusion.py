@@ -13,7 +13,8 @@ from ragloom.errors import RetrievalError
 from ragloom.types import RetrievedItem
 
 DEFAULT_RRF_K = 60
-METHODS = ("rrf", "weighted")
+METHODS = ("rrf", "weighted", "linear")
+SPARSE_LANES = ("bm25",)  # lanes that count as sparse for linear fusion's sparse_weight
 
 
 def _merge(lists: Mapping[str, Sequence[RetrievedItem]]) -> dict[str, RetrievedItem]:
@@ -89,8 +90,8 @@ def weighted(lists: Mapping[str, Sequence[RetrievedItem]], k: int | None = None,
 
 
 def _ranked(merged: dict[str, RetrievedItem], scores: dict[str, float], k: int | None) -> list[RetrievedItem]:
-    # ties keep first-seen order (dicts are ordered; sort is stable)
-    order = sorted(merged, key=lambda cid: -scores[cid])
+    # ties by chunk id: the same inputs give the same order whatever order the lanes listed them in
+    order = sorted(merged, key=lambda cid: (-scores[cid], cid))
     out = []
     for rank, chunk_id in enumerate(order[: k if k is not None else len(order)], start=1):
         item = merged[chunk_id]
@@ -100,11 +101,22 @@ def _ranked(merged: dict[str, RetrievedItem], scores: dict[str, float], k: int |
     return out
 
 
+def linear_weights(lanes: Sequence[str], sparse_weight: float) -> dict[str, float]:
+    """Linear fusion's weights: ``sparse_weight`` for the sparse (BM25) lane, ``1 - sparse_weight`` for others."""
+    if not 0.0 <= sparse_weight <= 1.0:
+        raise RetrievalError(f"sparse_weight must be between 0 and 1, got {sparse_weight}")
+    return {lane: sparse_weight if lane in SPARSE_LANES else 1.0 - sparse_weight for lane in lanes}
+
+
 def fuse(lists: Mapping[str, Sequence[RetrievedItem]], method: str = "rrf", k: int | None = None,
-         rrf_k: int = DEFAULT_RRF_K, weights: Mapping[str, float] | None = None) -> list[RetrievedItem]:
-    """``rrf`` or ``weighted`` by name."""
+         rrf_k: int = DEFAULT_RRF_K, weights: Mapping[str, float] | None = None,
+         sparse_weight: float = 0.5) -> list[RetrievedItem]:
+    """``rrf`` (per-lane ``weights``), ``weighted`` (min-max, per-lane ``weights``) or ``linear`` (min-max,
+    ``sparse_weight`` on BM25 and the rest on the other lanes) by name."""
     if method == "rrf":
         return rrf(lists, k=k, rrf_k=rrf_k, weights=weights)
     if method == "weighted":
         return weighted(lists, k=k, weights=weights)
+    if method == "linear":
+        return weighted(lists, k=k, weights=linear_weights(list(lists), sparse_weight))
     raise RetrievalError(f"unknown fusion method {method!r}; use {' or '.join(METHODS)}")

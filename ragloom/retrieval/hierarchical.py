@@ -7,6 +7,7 @@ from typing import Any
 
 from ragloom.filters import Condition
 from ragloom.retrieval import lanes
+from ragloom.retrieval import postprocess as pp
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
 from ragloom.retrieval.options import Option
 from ragloom.types import RetrievedItem
@@ -147,17 +148,10 @@ class HierarchicalRetriever(Retriever):
                 out.setdefault(item.chunk_id, item)
                 continue
             if target not in out:
-                out[target] = _replace(parent, item)
+                out[target] = pp.stand_in(parent, item)
                 out[target].metadata["expanded_from"] = []
             out[target].metadata["expanded_from"].append(item.chunk_id)
         return list(out.values())
-
-
-def _replace(parent: RetrievedItem, hit: RetrievedItem) -> RetrievedItem:
-    """A copy of ``parent`` standing in for ``hit``: it takes the hit's score and lane scores."""
-    return RetrievedItem(chunk_id=parent.chunk_id, document_id=parent.document_id, text=parent.text,
-                         score=hit.score, heading_path=list(parent.heading_path), lane_scores=dict(hit.lane_scores),
-                         metadata=dict(parent.metadata))
 
 
 def _per_level(values: tuple, i: int, default: Any) -> Any:
@@ -193,7 +187,7 @@ def auto_merge(items: list[RetrievedItem], kept: dict[int, dict[str, RetrievedIt
             if pid in placed:
                 continue
             placed.add(pid)
-            merged = _replace(parents[pid], item)
+            merged = pp.stand_in(parents[pid], item)
             merged.metadata["merged_from"] = [c.chunk_id for c in groups[pid]]
             out.append(merged)
         items = out

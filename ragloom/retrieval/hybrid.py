@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ragloom.errors import RetrievalError
+from ragloom.errors import RagloomError, RetrievalError
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
 from ragloom.retrieval.options import Option
@@ -17,8 +17,13 @@ class HybridRetriever(Retriever):
     """Native mode (default): one Weaviate hybrid query; ``lane_scores["hybrid"]`` is Weaviate's fused score.
 
     ``client_fusion=True``: each of ``lanes`` fetches ``k * lane_multiplier`` candidates and they are fused
-    here with ``fusion`` (``rrf`` with ``rrf_k``, or ``weighted`` min-max with ``weights``); every item keeps
-    each lane's own score in ``lane_scores``.
+    here with ``fusion`` (``rrf`` with ``rrf_k`` and per-lane ``weights``, ``weighted`` min-max with
+    ``weights``, or ``linear`` min-max with ``sparse_weight``); every item keeps each lane's own score in
+    ``lane_scores``.
+
+    A failing lane (store error, embedder error) does not fail the query: the other lanes are fused, and
+    ``fallbacks`` names the lane and why. Native mode that fails runs the dense and BM25 lanes separately.
+    Only when every lane fails does the query fail.
     """
 
     summary = "Weaviate's native hybrid (BM25 + vector), or client-side fusion of any lanes"
@@ -31,7 +36,9 @@ class HybridRetriever(Retriever):
         "lanes": Option(("dense", "bm25"), choices=lanes.LANES, min_items=1,
                         help="client fusion: the lanes to run, each once"),
         "fusion": Option("rrf", choices=fusion.METHODS,
-                         help="client fusion: reciprocal rank (rrf) or weighted min-max of lane scores"),
+                         help="client fusion: reciprocal rank (rrf), weighted or linear min-max of lane scores"),
+        "sparse_weight": Option(0.5, min=0.0, max=1.0,
+                                help="linear fusion: weight of the BM25 lane; the other lanes get 1 - this"),
         "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, help="client fusion: the k in weight / (rrf_k + rank)"),
         "weights": Option(None, kind=dict, help="client fusion: {lane: weight >= 0}, 1 for a lane not named"),
         "lane_multiplier": Option(3, min=1, help="client fusion: each lane fetches k x this many candidates"),
@@ -39,8 +46,12 @@ class HybridRetriever(Retriever):
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
         if not options["client_fusion"]:
-            return lanes.hybrid(request, self.chunking, request.fetch_k, alpha=options["alpha"],
-                                fusion_type=options["fusion_type"])
+            try:
+                return lanes.hybrid(request, self.chunking, request.fetch_k, alpha=options["alpha"],
+                                    fusion_type=options["fusion_type"])
+            except RagloomError as e:
+                request.fallbacks.append(f"hybrid->client fusion of dense, bm25: native hybrid failed: {e}")
+                options = {**options, "lanes": ("dense", "bm25")}
         return fuse_lanes(request, self.chunking, options["lanes"], request.fetch_k, options)
 
 
@@ -51,7 +62,19 @@ def fuse_lanes(request: SearchRequest, collection: str, lane_names: tuple[str, .
     if weights is not None and (not isinstance(weights, Mapping) or set(weights) - set(lane_names)):
         raise RetrievalError(f"hybrid: weights={weights!r} must map some of the lanes {list(lane_names)} to numbers")
     per_lane = k * options["lane_multiplier"]
-    ranked = {name: lanes.run(name, request, collection, per_lane, alpha=options["alpha"],
-                              fusion_type=options["fusion_type"]) for name in lane_names}
+    ranked: dict[str, list[RetrievedItem]] = {}
+    failed: dict[str, str] = {}
+    for name in lane_names:
+        try:
+            ranked[name] = lanes.run(name, request, collection, per_lane, alpha=options["alpha"],
+                                     fusion_type=options["fusion_type"])
+        except RagloomError as e:  # one lane down degrades the query; every lane down fails it
+            failed[name] = str(e)
+    if not ranked:
+        raise RetrievalError("hybrid: every lane failed: " + "; ".join(f"{n}: {why}" for n, why in failed.items()))
+    for name, why in failed.items():
+        request.fallbacks.append(f"hybrid: lane {name} failed, fused {', '.join(ranked)}: {why}")
+    weights = {lane: w for lane, w in weights.items() if lane in ranked} if weights else weights
     with request.stage("fusion"):
-        return fusion.fuse(ranked, options["fusion"], k=k, rrf_k=options["rrf_k"], weights=weights)
+        return fusion.fuse(ranked, options["fusion"], k=k, rrf_k=options["rrf_k"], weights=weights,
+                           sparse_weight=options["sparse_weight"])

@@ -16,9 +16,10 @@ HYBRID_FUSION_TYPES = ("relative_score", "ranked")
 
 
 def _tag(items: list[RetrievedItem], lane: str) -> list[RetrievedItem]:
+    """Each item's lane score recorded; equal scores ordered by chunk id (the store's tie order is arbitrary)."""
     for item in items:
         item.lane_scores.setdefault(lane, item.score)
-    return items
+    return sorted(items, key=lambda item: (-item.score, item.chunk_id))
 
 
 def dense(request: SearchRequest, collection: str, k: int, *extra: Node | None) -> list[RetrievedItem]:

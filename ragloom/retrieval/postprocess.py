@@ -48,6 +48,41 @@ def remove_near_duplicates(items: Sequence[RetrievedItem], threshold: float = DE
     return kept, removed
 
 
+def cap_per_document(items: Sequence[RetrievedItem], limit: int) -> tuple[list[RetrievedItem], list[str]]:
+    """At most ``limit`` items per document, best first (0 = no cap). Returns (kept, chunk ids dropped)."""
+    if limit <= 0:
+        return list(items), []
+    seen: dict[str, int] = {}
+    kept, dropped = [], []
+    for item in items:
+        seen[item.document_id] = seen.get(item.document_id, 0) + 1
+        (kept if seen[item.document_id] <= limit else dropped).append(item)
+    return kept, [item.chunk_id for item in dropped]
+
+
+def stand_in(parent: RetrievedItem, hit: RetrievedItem) -> RetrievedItem:
+    """A copy of ``parent`` standing in for ``hit``: it takes the hit's score and lane scores."""
+    return RetrievedItem(chunk_id=parent.chunk_id, document_id=parent.document_id, text=parent.text,
+                         score=hit.score, heading_path=list(parent.heading_path), lane_scores=dict(hit.lane_scores),
+                         metadata=dict(parent.metadata))
+
+
+def replace_by_parents(items: Sequence[RetrievedItem], parents: dict[str, RetrievedItem]) -> list[RetrievedItem]:
+    """Each item replaced by its parent (``metadata["parent_id"]``) when ``parents`` has it, at the best
+    child's place; children of one parent give it once, listed in ``metadata["expanded_from"]``."""
+    out: dict[str, RetrievedItem] = {}
+    for item in items:
+        parent = parents.get(item.metadata.get("parent_id") or "")
+        if parent is None or parent.chunk_id == item.chunk_id:
+            out.setdefault(item.chunk_id, item)
+            continue
+        if parent.chunk_id not in out:
+            out[parent.chunk_id] = stand_in(parent, item)
+            out[parent.chunk_id].metadata["expanded_from"] = []
+        out[parent.chunk_id].metadata.setdefault("expanded_from", []).append(item.chunk_id)
+    return list(out.values())
+
+
 def dense_cosine(item: RetrievedItem, query_vector: np.ndarray | None) -> float | None:
     """The item's cosine to the query: the dense lane's score when it ran, else from the item's vector."""
     if "dense" in item.lane_scores:

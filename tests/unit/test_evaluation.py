@@ -338,3 +338,30 @@ def test_report_rows_differences_and_files(tmp_path: Path) -> None:
     assert saved["per_query"]["hybrid/recursive"]["document"]["ndcg@10"] == [1.0, 0.5, 1.0, 1.0]
     header = paths["csv"].read_text().splitlines()[0].split(",")
     assert {"system", "level", "metric", "mean", "low", "high", "delta_bm25", "delta_dense"} <= set(header)
+
+
+def test_budget_recall_spends_tokens_in_rank_order() -> None:
+    from ragloom.evaluation.metrics import budget_recall
+
+    gold = [Passage("g1", "D", 100, 200), Passage("g2", "D", 300, 400)]  # 200 gold characters
+    # a 100-token chunk covering g1 entirely, then a 400-token chunk holding g2 in its second half
+    hits = [Hit("a", "D", 100, 200, tokens=100), Hit("b", "D", 0, 400, tokens=400)]
+    assert budget_recall(hits, gold, 100) == pytest.approx(0.5)  # only the first chunk fits
+    # 150 tokens: b's first 50/400 of its span (0-50) reads nothing new
+    assert budget_recall(hits, gold, 150) == pytest.approx(0.5)
+    assert budget_recall(hits, gold, 500) == pytest.approx(1.0)
+    # the same text twice costs twice and covers once; other documents cost but never cover
+    again = [Hit("x", "E", 0, 400, tokens=100), Hit("a", "D", 100, 200, tokens=100),
+             Hit("a2", "D", 100, 200, tokens=100), Hit("c", "D", 300, 400, tokens=100)]
+    assert budget_recall(again, gold, 300) == pytest.approx(0.5)
+    assert budget_recall(again, gold, 400) == pytest.approx(1.0)
+    # a hit without a token count is estimated at 4 characters a token
+    assert budget_recall([Hit("u", "D", 100, 400)], gold, 50) == pytest.approx(0.5)
+
+
+def test_passage_scores_report_each_token_budget() -> None:
+    passages = {"p": Passage("p", "D", 0, 4000)}
+    runs = {"q": [Hit(f"h{i}", "D", i * 1000, (i + 1) * 1000, tokens=256) for i in range(4)]}
+    s = passage_scores(runs, {"q": {"p": 1}}, passages)
+    np.testing.assert_allclose([s["tokrecall@512"][0], s["tokrecall@1024"][0], s["tokrecall@2048"][0]],
+                               [0.5, 1.0, 1.0])
