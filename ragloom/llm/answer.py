@@ -16,7 +16,7 @@ from ragloom.llm.cache import AnswerCache, cache_key
 from ragloom.llm.client import LLMClient
 from ragloom.llm.generate import OnToken, available_generations, get_generation
 from ragloom.retrieval.postprocess import Citation, assemble_context, is_graph_context, lost_in_the_middle
-from ragloom.types import RetrievalResult, RetrievedItem, sha256_hex
+from ragloom.types import HEADING_SEPARATOR, RetrievalResult, RetrievedItem, sha256_hex
 
 EXCERPT_CHARS = 240
 NO_MODEL = "no language model is configured (set RAGLOOM_LLM_BASE_URL, or run `ragloom stack up --llm`): " \
@@ -122,7 +122,7 @@ def build_context(items: Sequence[RetrievedItem], token_budget: int,
 def _citation(c: Citation, item: RetrievedItem) -> AnswerCitation:
     flat = " ".join(item.text.split())
     return AnswerCitation(number=c.number, chunk_id=c.chunk_id, document_id=c.document_id,
-                          title=c.title or " > ".join(item.heading_path), source_path=c.source_path,
+                          title=c.title or HEADING_SEPARATOR.join(item.heading_path), source_path=c.source_path,
                           excerpt=flat[:EXCERPT_CHARS] + ("..." if len(flat) > EXCERPT_CHARS else ""),
                           score=round(float(item.score), 6))
 
