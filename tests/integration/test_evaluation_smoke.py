@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +58,8 @@ def test_eval_job_shows_results_in_the_run(settings: Settings, namespace: str, t
     }
     config = {"ops": {"run_evaluation": {"config": {
         "dataset": "scifact", "strategies": "bm25,hybrid", "chunking": "recursive", "max_queries": 12,
-        "corpus_limit": 120, "resamples": 50, "baselines": False, "namespace": namespace}}}}
+        "corpus_limit": 120, "resamples": 50, "baselines": False, "namespace": namespace,
+        "options": {"alpha": 0.0}}}}}  # given to hybrid, which declares it: keyword only, so it ranks as bm25
     try:
         result = eval_job.execute_in_process(run_config=config, resources=resources)
         assert result.success
@@ -70,5 +72,10 @@ def test_eval_job_shows_results_in_the_run(settings: Settings, namespace: str, t
         out = Path(result.output_for_node("run_evaluation"))
         assert out.is_relative_to(tmp_path / "artifacts" / "eval_results")
         assert (out / "scifact_eval.png").stat().st_size > 0 and (out / "scifact_eval.csv").stat().st_size > 0
+        written = json.loads((out / "scifact_eval.json").read_text())
+        assert written["config"]["query_options"] == {"bm25": {"abstain": False},
+                                                      "hybrid": {"abstain": False, "alpha": 0.0}}
+        ndcg = {name: runs["document"]["ndcg@10"] for name, runs in written["per_query"].items()}
+        assert ndcg["hybrid/recursive"] == ndcg["bm25/recursive"]
     finally:
         drop_namespace(settings, "scifact", namespace)
