@@ -227,7 +227,8 @@ class LLMClient:
 
 def _response_format(mode: str, schema: Mapping[str, Any], name: str) -> dict[str, Any] | None:
     if mode == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema), "strict": True}}
+        # not strict: OpenAI's strict mode refuses length caps; grammar-based servers constrain either way
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema), "strict": False}}
     if mode == "json_object":
         return {"type": "json_object"}
     return None

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ragloom.errors import ConfigError
+from ragloom.errors import ConfigError, LLMOutputError
 from ragloom.llm import prompts
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.prompts import PromptTemplate
@@ -140,15 +140,20 @@ class Reflect(GenerationStrategy):
     """Draft, check each claim (JSON verdicts), revise while a claim is unsupported, at most ``rounds`` times."""
 
     templates = (prompts.ANSWER_SIMPLE, prompts.CHECK_CLAIMS, prompts.REVISE)
-    defaults = {"rounds": 1}
+    defaults = {"rounds": 1, "check_max_tokens": 320}  # room for MAX_CLAIMS verdicts
 
     def generate(self, question: str, context: str, draft: Draft, on_token: OnToken | None) -> None:
         text = self.chat(draft, prompts.ANSWER_SIMPLE, question=question, context=context).text.strip()
         checks: list[dict[str, Any]] = []
         for round_ in range(self.options["rounds"] + 1):
-            verdict, completion = self.llm.chat_json(
-                prompts.CHECK_CLAIMS.render(context=context, question=question, draft=text),
-                prompts.CHECK_CLAIMS.schema or {}, name=prompts.CHECK_CLAIMS.name, max_tokens=self.max_tokens)
+            try:
+                verdict, completion = self.llm.chat_json(
+                    prompts.CHECK_CLAIMS.render(context=context, question=question, draft=text),
+                    prompts.CHECK_CLAIMS.schema or {}, name=prompts.CHECK_CLAIMS.name,
+                    max_tokens=self.options["check_max_tokens"])
+            except LLMOutputError as e:  # an unusable verdict: keep the draft as it is, say why
+                draft.details["check_error"] = str(e)
+                break
             self._count(draft, completion)
             claims = verdict["claims"]
             unsupported = [c["claim"] for c in claims if not c["supported"]]

@@ -38,12 +38,22 @@ class PromptTemplate:
         return messages
 
 
-def _strings(key: str) -> dict[str, Any]:
-    return {"type": "object", "properties": {key: {"type": "array", "items": {"type": "string"}}},
-            "required": [key]}
+# Length caps bound what a grammar-constrained server (llama.cpp, vLLM) can generate, so a small model cannot run
+# a JSON string into max_tokens; endpoints that ignore them are bounded by max_tokens and the lenient parser.
+MAX_QUERY_CHARS = 200
+MAX_LIST_ITEM_CHARS = 160
 
 
-QUERY_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+def string_list_schema(key: str, n: int = 8) -> dict[str, Any]:
+    """``{key: [at most n short strings]}``."""
+    return {"type": "object", "additionalProperties": False, "required": [key],
+            "properties": {key: {"type": "array", "maxItems": n,
+                                 "items": {"type": "string", "maxLength": MAX_LIST_ITEM_CHARS}}}}
+
+
+QUERY_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["query"],
+                "properties": {"query": {"type": "string", "maxLength": MAX_QUERY_CHARS}}}
+MAX_CLAIMS = 4
 
 REFORMULATE = PromptTemplate(
     "reformulate", 1,
@@ -58,7 +68,7 @@ MULTI_QUERY = PromptTemplate(
     "You write search queries for a document search engine.",
     "Write {n} different search queries that would each find passages answering the question: vary the "
     'wording and the angle. Reply with JSON: {{"queries": ["...", "..."]}}\n\nQuestion: {question}',
-    _strings("queries"),
+    string_list_schema("queries"),
 )
 
 HYDE = PromptTemplate(
@@ -81,7 +91,7 @@ DECOMPOSE = PromptTemplate(
     "You break complex questions into simple ones.",
     "Break the question into at most {n} simpler sub-questions, each answerable on its own, in the order "
     'they should be answered. Reply with JSON: {{"questions": ["...", "..."]}}\n\nQuestion: {question}',
-    _strings("questions"),
+    string_list_schema("questions"),
 )
 
 _ANSWER_RULES = ("Answer the question using only the numbered passages below. After each sentence, cite the "
@@ -105,11 +115,13 @@ CHECK_CLAIMS = PromptTemplate(
     "check_claims", 1,
     "You check whether an answer is supported by passages.",
     "Passages:\n\n{context}\n\nQuestion: {question}\n\nDraft answer: {draft}\n\nList each claim the draft "
-    "makes and whether the passages support it. Reply with JSON: "
+    "makes (at most four) and whether the passages support it. Reply with JSON: "
     '{{"claims": [{{"claim": "...", "supported": true}}]}}',
-    {"type": "object", "required": ["claims"], "properties": {"claims": {"type": "array", "items": {
-        "type": "object", "required": ["claim", "supported"],
-        "properties": {"claim": {"type": "string"}, "supported": {"type": "boolean"}}}}}},
+    {"type": "object", "additionalProperties": False, "required": ["claims"], "properties": {"claims": {
+        "type": "array", "maxItems": MAX_CLAIMS, "items": {
+            "type": "object", "additionalProperties": False, "required": ["claim", "supported"],
+            "properties": {"claim": {"type": "string", "maxLength": MAX_LIST_ITEM_CHARS},
+                           "supported": {"type": "boolean"}}}}}},
 )
 
 REVISE = PromptTemplate(

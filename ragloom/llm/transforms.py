@@ -93,9 +93,11 @@ class QueryTransform(ABC):
         if completion.json_mode:
             self._out.json_modes.append(completion.json_mode)
 
-    def ask_json(self, template: PromptTemplate, max_tokens: int, **values: Any) -> Any:
-        assert self.llm is not None and template.schema is not None
-        value, completion = self.llm.chat_json(template.render(**values), template.schema, name=template.name,
+    def ask_json(self, template: PromptTemplate, max_tokens: int, schema: dict[str, Any] | None = None,
+                 **values: Any) -> Any:
+        schema = schema or template.schema
+        assert self.llm is not None and schema is not None
+        value, completion = self.llm.chat_json(template.render(**values), schema, name=template.name,
                                                max_tokens=max_tokens)
         self._count(completion)
         return value
@@ -122,6 +124,13 @@ def _clean(queries: Sequence[Any], question: str) -> list[str]:
             seen.add(key)
             out.append(text)
     return out
+
+
+def _count_option(transform: QueryTransform, name: str) -> int:
+    value = transform.options[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GENERATED:
+        raise ConfigError(f"transform {transform.name}: {name}={value!r} must be an integer from 1 to {MAX_GENERATED}")
+    return value
 
 
 # registry -------------------------------------------------------------------------------------------------
@@ -170,8 +179,9 @@ class MultiQuery(QueryTransform):
     defaults = {"n": 3}
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
-        n = self.options["n"]
-        return self.ask_json(prompts.MULTI_QUERY, 64 * n + 32, question=question, n=n)["queries"][:n]
+        n = _count_option(self, "n")
+        return self.ask_json(prompts.MULTI_QUERY, 64 * n + 32, prompts.string_list_schema("queries", n),
+                             question=question, n=n)["queries"][:n]
 
 
 @register_transform("hyde")
@@ -181,7 +191,7 @@ class Hyde(QueryTransform):
     defaults = {"n": 1, "max_tokens": 160}
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
-        n, max_tokens = self.options["n"], self.options["max_tokens"]
+        n, max_tokens = _count_option(self, "n"), self.options["max_tokens"]
         temperature = 0.0 if n == 1 else 0.7  # several passages only differ when sampled
 
         def one(_: int) -> str:
@@ -208,8 +218,9 @@ class Decompose(QueryTransform):
     defaults = {"n": 3}
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
-        n = self.options["n"]
-        return self.ask_json(prompts.DECOMPOSE, 64 * n + 32, question=question, n=n)["questions"][:n]
+        n = _count_option(self, "n")
+        return self.ask_json(prompts.DECOMPOSE, 64 * n + 32, prompts.string_list_schema("questions", n),
+                             question=question, n=n)["questions"][:n]
 
 
 @register_transform("prf")
