@@ -1,4 +1,4 @@
-"""Documents -> Chunks: four strategies behind one interface, sized in the embedder's tokens."""
+"""Documents -> Chunks: four chunkers behind one interface (more via register_chunker), sized in tokens."""
 
 from ragloom.chunking.base import (
     DEFAULT_CHUNK_SIZE,

@@ -259,7 +259,7 @@ def register_chunker(name: str) -> Callable[[C], C]:
 def get_chunker(name: str, **params: Any) -> Chunker:
     cls = _REGISTRY.get(name)
     if cls is None:
-        raise ChunkingError(f"unknown chunking strategy {name!r}; available: {', '.join(available_chunkers())}")
+        raise ChunkingError(f"unknown chunking {name!r}; registered: {', '.join(available_chunkers())}")
     try:
         return cls(**params)
     except TypeError as e:

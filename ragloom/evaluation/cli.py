@@ -40,7 +40,7 @@ def add_eval_command(subparsers: Any) -> argparse.ArgumentParser:
                                                     "(and passages.jsonl + qrels_passages.tsv)")
     p.add_argument("--strategies", default=DEFAULT_STRATEGIES,
                    help=f"retrieval strategies, comma-separated (default {DEFAULT_STRATEGIES})")
-    p.add_argument("--chunking", default=DEFAULT_CHUNKINGS, help="chunking strategies, comma-separated")
+    p.add_argument("--chunking", default=DEFAULT_CHUNKINGS, help="chunkings, comma-separated (any registered chunker)")
     p.add_argument("--max-queries", type=int, default=None, help="a seeded sample of this many queries")
     p.add_argument("--corpus-limit", type=int, default=None,
                    help="at most this many documents (the sampled queries' gold documents always kept)")

@@ -24,7 +24,7 @@ class SystemResult:
     """One retrieval strategy on one chunking (or a baseline on its units) and its per-query scores."""
 
     retrieval: str
-    chunking: str  # a chunking strategy, or the baseline's unit (document / paragraph)
+    chunking: str  # a chunking, or the baseline's unit (document / paragraph)
     baseline: bool = False
     scores: dict[str, PerQuery] = field(default_factory=dict)  # level -> metric -> per-query scores
     latency_ms: list[float] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Evaluate retrieval × chunking strategies on a dataset folder, against BM25 and dense baselines, in one run.
+"""Evaluate retrieval strategies × chunkings on a dataset folder, against BM25 and dense baselines, in one run.
 
 The corpus goes into its own Weaviate collections and Neo4j namespace (``Eval<Name>`` / ``eval_<name>``
 unless given), through the same idempotent sync functions as the pipeline, with the shared embedding
@@ -50,7 +50,7 @@ def _check_names(strategies: Sequence[str], chunkings: Sequence[str]) -> None:
     if bad:
         raise ConfigError(f"unknown chunkings {bad}; choose from {', '.join(available_chunkers())}")
     if not strategies or not chunkings:
-        raise ConfigError("evaluation needs at least one retrieval strategy and one chunking strategy")
+        raise ConfigError("evaluation needs at least one retrieval strategy and one chunking")
 
 
 def score_runs(dataset: EvalDataset, runs: dict[str, list[Hit]]) -> dict[str, Any]:

@@ -113,7 +113,7 @@ class RetrievalContext:
         return reranker, ""
 
     def property_types(self, collection: str, refresh: bool = False) -> dict[str, str] | None:
-        """Property -> data type of a chunking strategy's collection; None when there is no store or it cannot
+        """Property -> data type of a chunking's collection; None when there is no store or it cannot
         be read (the query itself then reports why, e.g. a collection not indexed yet)."""
         if self.vectors is None:
             return None
