@@ -6,7 +6,9 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from dagster import MetadataValue
+from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue
+
+from ragloom.quality import SuiteOutcome
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit: int = 20) -> MetadataValue:
@@ -38,3 +40,11 @@ def histogram_png(values: Sequence[float], title: str, xlabel: str, bins: int = 
     fig.savefig(buf, format="png")
     plt.close(fig)
     return MetadataValue.md(f"![{title}](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})")
+
+
+def suite_check(outcome: SuiteOutcome, **metadata: Any) -> AssetCheckResult:
+    """An ERROR-severity check result from a Great Expectations suite: counts per rule, failures with examples."""
+    return AssetCheckResult(passed=outcome.success, severity=AssetCheckSeverity.ERROR,
+                            metadata={**outcome.as_metadata(), **metadata,
+                                      "failures": markdown_table([o.__dict__ for o in outcome.failed()],
+                                                                 ["name", "unexpected_count", "examples"])})

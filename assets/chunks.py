@@ -5,7 +5,6 @@ import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetChecksDefinition,
-    AssetCheckSeverity,
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
@@ -14,7 +13,7 @@ from dagster import (
     asset_check,
 )
 
-from assets._metadata import histogram_png, markdown_table
+from assets._metadata import histogram_png, markdown_table, suite_check
 from ragloom.chunking import chunker_for
 from ragloom.chunking.tokens import get_token_counter
 from ragloom.ingest import chunk_incremental
@@ -58,10 +57,6 @@ def build_chunk_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefi
                              "document, parents exist, no document lost")
     def _quality(context, documents: pd.DataFrame, artifacts: ArtifactStore) -> AssetCheckResult:
         chunks = artifacts.read(name)
-        outcome = check_chunks(chunks, documents, max_tokens=get_token_counter().max_tokens)
-        return AssetCheckResult(passed=outcome.success, severity=AssetCheckSeverity.ERROR,
-                                metadata={**outcome.as_metadata(),
-                                          "failures": markdown_table([o.__dict__ for o in outcome.failed()],
-                                                                     ["name", "unexpected_count", "examples"])})
+        return suite_check(check_chunks(chunks, documents, max_tokens=get_token_counter().max_tokens))
 
     return _chunks, _quality

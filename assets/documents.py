@@ -14,7 +14,7 @@ from dagster import (
     asset_check,
 )
 
-from assets._metadata import markdown_table
+from assets._metadata import markdown_table, suite_check
 from ragloom.ingest import collect_documents
 from ragloom.quality import check_documents
 from ragloom.tables import documents_to_frame, rejections_to_frame
@@ -50,11 +50,7 @@ def documents(context: AssetExecutionContext, corpus: CorpusResource, artifacts:
 
 @asset_check(asset=documents, blocking=True, description="Great Expectations: unique ids, non-empty text, hashes")
 def documents_quality(documents: pd.DataFrame) -> AssetCheckResult:
-    outcome = check_documents(documents)
-    return AssetCheckResult(passed=outcome.success, severity=AssetCheckSeverity.ERROR,
-                            metadata={**outcome.as_metadata(),
-                                      "failures": markdown_table([o.__dict__ for o in outcome.failed()],
-                                                                 ["name", "unexpected_count", "examples"])})
+    return suite_check(check_documents(documents))
 
 
 @asset_check(asset=documents, description="Warns when any source file was rejected (see rejected_files)")

@@ -13,7 +13,6 @@ import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetChecksDefinition,
-    AssetCheckSeverity,
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
@@ -21,15 +20,14 @@ from dagster import (
     Failure,
     Jitter,
     MaterializeResult,
-    MetadataValue,
     RetryPolicy,
     asset,
     asset_check,
 )
 
-from assets._metadata import histogram_png, markdown_table
+from assets._metadata import histogram_png, markdown_table, suite_check
 from ragloom.errors import RagloomError, StoreError
-from ragloom.indexing.graph import sync_graph
+from ragloom.indexing.graph import check_graph, sync_graph
 from ragloom.indexing.vectors import check_vectors, sync_vectors
 from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.tables import frame_to_chunks
@@ -73,12 +71,12 @@ def build_vector_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDef
 
     @asset_check(asset=_vectors, name=f"vectors_{chunking}_match_chunks",
                  additional_ins={"chunks": AssetIn(chunks_name)},
-                 description="Every current chunk id is in Weaviate and nothing else is; vector dimension matches")
+                 description="Great Expectations: every current chunk id is in Weaviate and nothing else is; "
+                             "vector dimension matches")
     def _check(chunks: pd.DataFrame, weaviate: WeaviateResource, embedder: EmbedderResource) -> AssetCheckResult:
-        result = check_vectors(weaviate.store(), chunking, set(chunks["chunk_id"]), embedder.embedder().dimension)
-        return AssetCheckResult(passed=bool(result["ok"]), severity=AssetCheckSeverity.ERROR,
-                                metadata={k: (MetadataValue.json(v) if isinstance(v, (list, dict)) else v)
-                                          for k, v in result.items()})
+        dimension = embedder.embedder().dimension
+        return suite_check(check_vectors(weaviate.store(), chunking, set(chunks["chunk_id"]), dimension),
+                           expected=len(chunks), expected_dimension=dimension)
 
     return _vectors, _check
 
@@ -106,15 +104,9 @@ def build_graph_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefi
         })
 
     @asset_check(asset=_graph, name=f"graph_{chunking}_consistent", additional_ins={"chunks": AssetIn(chunks_name)},
-                 description="No empty entity names; every MENTIONS ends at an existing chunk; every chunk in "
-                             "Neo4j is in the current chunk set")
+                 description="Great Expectations: every chunk in Neo4j is in the current chunk set; no empty "
+                             "entity names; every MENTIONS starts at a chunk of the namespace")
     def _check(chunks: pd.DataFrame, neo4j: Neo4jResource) -> AssetCheckResult:
-        store = neo4j.store()
-        empty, dangling = store.empty_entity_names(), store.dangling_mentions()
-        stale = store.chunk_ids_not_in(set(chunks["chunk_id"]), chunking)
-        return AssetCheckResult(passed=not (empty or dangling or stale), severity=AssetCheckSeverity.ERROR,
-                                metadata={"empty_entity_names": empty, "dangling_mentions": dangling,
-                                          "chunks_not_current": len(stale),
-                                          "examples": MetadataValue.json(stale[:10])})
+        return suite_check(check_graph(neo4j.store(), chunking, set(chunks["chunk_id"])))
 
     return _graph, _check

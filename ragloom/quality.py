@@ -1,12 +1,16 @@
-"""Data-quality suites for documents and chunks, run with Great Expectations 1.x on DataFrames.
+"""Data-quality suites for every stage, run with Great Expectations 1.x on DataFrames.
 
-Relational rules (spans inside their document, parents exist, no document lost) become derived
-boolean columns first, so every rule is an ordinary GE expectation with counts and examples.
+Documents and chunks are checked row by row. The stores are checked against the chunk table: one row
+per chunk id (stored? current?), the vector dimension, and the graph's own counts of broken records
+(computed by Cypher in the database, where the graph is). Relational rules become derived boolean
+columns first, so every rule is an ordinary GE expectation with counts and examples (ids, where rows
+have one).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -53,18 +57,28 @@ def _batch_definition():
     return source.add_dataframe_asset("frame").add_batch_definition_whole_dataframe("whole")
 
 
-def _validate(suite_name: str, frame: pd.DataFrame, expectations: list[tuple[str, Any]]) -> SuiteOutcome:
+def _validate(suite_name: str, frame: pd.DataFrame, expectations: list[tuple[str, Any]],
+              id_column: str | None = None) -> SuiteOutcome:
+    """Run the expectations on ``frame``; examples are the ``id_column`` values of failing rows, if given,
+    else the failing values."""
     import great_expectations as gx
 
     if frame.empty:
         return SuiteOutcome(suite_name, 0, [ExpectationOutcome(name, True, 0) for name, _ in expectations])
     batch = _batch_definition().get_batch(batch_parameters={"dataframe": frame})
     suite = gx.ExpectationSuite(name=suite_name, expectations=[e for _, e in expectations])
-    result = batch.validate(suite, result_format="SUMMARY")
+    result_format: dict[str, Any] = {"result_format": "SUMMARY"}
+    if id_column:
+        result_format["unexpected_index_column_names"] = [id_column]
+    result = batch.validate(suite, result_format=result_format)
     outcomes = []
     for (name, _), r in zip(expectations, result.results, strict=True):
+        if id_column:
+            examples = [row[id_column] for row in r.result.get("partial_unexpected_index_list") or []]
+        else:
+            examples = list(r.result.get("partial_unexpected_list") or [])
         outcomes.append(ExpectationOutcome(name, bool(r.success), int(r.result.get("unexpected_count") or 0),
-                                           list(r.result.get("partial_unexpected_list") or [])[:10]))
+                                           examples[:10]))
     return SuiteOutcome(suite_name, len(frame), outcomes)
 
 
@@ -110,6 +124,52 @@ def check_chunks(chunks: pd.DataFrame, documents: pd.DataFrame, max_tokens: int)
     lost = _validate("documents kept", docs, [
         ("no document lost between parse and chunk",
          gxe.ExpectColumnValuesToBeInSet(column="has_chunks", value_set=[True])),
-    ])
-    lost.outcomes[0].examples = docs.loc[~docs["has_chunks"], "document_id"].head(10).tolist()
+    ], id_column="document_id")
     return SuiteOutcome("chunks", len(frame), chunk_outcome.outcomes + lost.outcomes)
+
+
+def _ids_against_current(current_ids: Collection[str], stored_ids: Collection[str]) -> pd.DataFrame:
+    """One row per chunk id current or stored, with whether it is each."""
+    current, stored = set(current_ids), set(stored_ids)
+    frame = pd.DataFrame({"chunk_id": sorted(current | stored)}, dtype=object)
+    frame["stored"] = frame["chunk_id"].isin(stored)
+    frame["current"] = frame["chunk_id"].isin(current)
+    return frame
+
+
+def check_vectors(current_ids: Collection[str], stored_ids: Collection[str], dimension: int | None,
+                  expected_dimension: int) -> SuiteOutcome:
+    """A Weaviate collection against the chunk table: every current chunk is stored and nothing else is;
+    a stored vector (``dimension``: one's length, None when there is none) has the model's dimension."""
+    import great_expectations.expectations as gxe
+
+    ids = _validate("vectors", _ids_against_current(current_ids, stored_ids), [
+        ("every current chunk is stored", gxe.ExpectColumnValuesToBeInSet(column="stored", value_set=[True])),
+        ("nothing else is stored", gxe.ExpectColumnValuesToBeInSet(column="current", value_set=[True])),
+    ], id_column="chunk_id")
+    # No vector is fine only for an empty chunk set; otherwise it counts as dimension 0.
+    sample = pd.DataFrame({"dimension": [] if dimension is None and not current_ids else [dimension or 0]},
+                          dtype="int64")
+    dim = _validate("vector dimension", sample, [
+        ("vector dimension is the model's",
+         gxe.ExpectColumnValuesToBeInSet(column="dimension", value_set=[expected_dimension])),
+    ])
+    return SuiteOutcome("vectors", ids.rows, ids.outcomes + dim.outcomes)
+
+
+def check_graph(current_ids: Collection[str], graph_ids: Collection[str], empty_entity_names: int,
+                dangling_mentions: int) -> SuiteOutcome:
+    """A Neo4j graph against the chunk table: every chunk in the graph is current; and the graph's own
+    counts of entities without a name and of MENTIONS not starting at a chunk of the namespace are 0."""
+    import great_expectations.expectations as gxe
+
+    chunks = _ids_against_current(current_ids, graph_ids)
+    ids = _validate("graph chunks", chunks[chunks["stored"]], [
+        ("every chunk in the graph is current", gxe.ExpectColumnValuesToBeInSet(column="current", value_set=[True])),
+    ], id_column="chunk_id")
+    counts = _validate("graph records", pd.DataFrame({"empty_entity_names": [empty_entity_names],
+                                                      "dangling_mentions": [dangling_mentions]}), [
+        ("no empty entity names", gxe.ExpectColumnValuesToBeBetween(column="empty_entity_names", max_value=0)),
+        ("no dangling mentions", gxe.ExpectColumnValuesToBeBetween(column="dangling_mentions", max_value=0)),
+    ])
+    return SuiteOutcome("graph", ids.rows, ids.outcomes + counts.outcomes)

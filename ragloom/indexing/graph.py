@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from contextlib import closing, suppress
 from dataclasses import dataclass
 
+from ragloom import quality
 from ragloom.extraction.extractor import EntityExtractor, Extraction
 from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
+from ragloom.quality import SuiteOutcome
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.types import Chunk, Log, no_log
 
@@ -144,3 +146,10 @@ def _sync_chunks(store: Neo4jStore, extractor: EntityExtractor, strategy: str, c
         f"{report.mentions} mentions, {report.relations} relations; writes took {report.write_work_seconds:.1f}s, "
         f"{report.write_seconds:.1f}s of them not overlapped with extraction "
         f"({time.perf_counter() - started:.1f}s)")
+
+
+def check_graph(store: Neo4jStore, strategy: str, chunk_ids: set[str]) -> SuiteOutcome:
+    """For asset checks: the graph against the current chunk ids, and its broken records (the Great
+    Expectations suite `ragloom.quality.check_graph`)."""
+    return quality.check_graph(chunk_ids, store.chunk_ids(strategy), store.empty_entity_names(),
+                               store.dangling_mentions())

@@ -5,14 +5,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from ragloom import quality
 from ragloom.dynamic import is_injected, sweep_expired
 from ragloom.embedding.base import Embedder
 from ragloom.errors import ConfigError, StoreError
 from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
+from ragloom.quality import SuiteOutcome
 from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.stores.weaviate import WeaviateStore, WriteResult, failure_message
 from ragloom.types import Chunk, Log, no_log
@@ -139,22 +140,8 @@ def _ingested(index: dict[str, str]) -> dict[str, str]:
     return {cid: doc for cid, doc in index.items() if not is_injected(doc)}
 
 
-def check_vectors(store: WeaviateStore, strategy: str, chunk_ids: set[str], dimension: int) -> dict[str, Any]:
-    """For asset checks: every current chunk id is in Weaviate and nothing else is; vectors have ``dimension``."""
-    stored = _ingested(store.chunk_index(strategy))
-    missing = sorted(chunk_ids - stored.keys())
-    extra = sorted(stored.keys() - chunk_ids)
-    actual = store.vector_dimension(strategy)
-    dimension_ok = actual == dimension or (actual is None and not chunk_ids)
-    return {
-        "ok": not missing and not extra and dimension_ok,
-        "expected": len(chunk_ids),
-        "stored": len(stored),
-        "missing": len(missing),
-        "extra": len(extra),
-        "missing_sample": missing[:10],
-        "extra_sample": extra[:10],
-        "dimension": actual,
-        "expected_dimension": dimension,
-        "dimension_ok": dimension_ok,
-    }
+def check_vectors(store: WeaviateStore, strategy: str, chunk_ids: set[str], dimension: int) -> SuiteOutcome:
+    """For asset checks: the collection against the current chunk ids and the model's ``dimension``
+    (the Great Expectations suite `ragloom.quality.check_vectors`)."""
+    return quality.check_vectors(chunk_ids, _ingested(store.chunk_index(strategy)).keys(),
+                                 store.vector_dimension(strategy), dimension)

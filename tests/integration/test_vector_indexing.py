@@ -78,7 +78,7 @@ def test_ingest_reingest_edit_delete(store, documents, chunker, embedder, tmp_pa
     assert first.embedded == len(chunks) and first.cache_hits == 0
     assert first.collection_size == len(chunks)
     assert store.chunk_index(STRATEGY) == {c.chunk_id: c.document_id for c in chunks}
-    assert check_vectors(store, STRATEGY, {c.chunk_id for c in chunks}, embedder.dimension)["ok"]
+    assert check_vectors(store, STRATEGY, {c.chunk_id for c in chunks}, embedder.dimension).success
     assert sum("embedded" in line for line in logs) == -(-len(chunks) // 7)
     before = _update_times(store)
 
@@ -162,7 +162,7 @@ def test_failed_objects_are_named_and_the_rest_written(store, documents, chunker
     with pytest.raises(StoreError, match=rf"^1 object\(s\) .*: {bad.chunk_id}: .*NaN"):  # the rerun retries it
         sync_vectors(store, broken, STRATEGY, chunks)
     check = check_vectors(store, STRATEGY, {c.chunk_id for c in chunks}, embedder.dimension)
-    assert not check["ok"] and check["missing_sample"] == [bad.chunk_id] and check["extra"] == 0
+    assert {o.name: o.examples for o in check.failed()} == {"every current chunk is stored": [bad.chunk_id]}
     healed = sync_vectors(store, embedder, STRATEGY, chunks)  # the next run with a sound model fills the gap
     assert healed.inserted == 1 and healed.unchanged == len(chunks) - 1
 
@@ -171,9 +171,8 @@ def test_check_vectors_sees_extra_chunks_and_wrong_dimension(store, documents, c
     chunks = chunker.chunk_many(documents[:2])
     sync_vectors(store, embedder, STRATEGY, chunks)
     check = check_vectors(store, STRATEGY, {c.chunk_id for c in chunks[1:]}, 768)
-    assert not check["ok"]
-    assert check["extra_sample"] == [chunks[0].chunk_id] and check["missing"] == 0
-    assert check["dimension"] == 384 and not check["dimension_ok"]
+    assert {o.name: o.examples for o in check.failed()} == {"nothing else is stored": [chunks[0].chunk_id],
+                                                            "vector dimension is the model's": [384]}
 
 
 def test_chunks_of_another_strategy_are_refused(store, documents, chunker, embedder):

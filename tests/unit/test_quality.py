@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragloom.quality import check_chunks, check_documents
+from ragloom.quality import check_chunks, check_documents, check_graph, check_vectors
 
 
 def _docs():
@@ -69,3 +69,29 @@ def test_empty_corpus_passes():
     docs, chunks = _docs().iloc[:0], _chunks().iloc[:0]
     assert check_documents(docs).success
     assert check_chunks(chunks, docs, max_tokens=256).success
+
+
+def _examples(outcome):
+    return {o.name: o.examples for o in outcome.failed()}
+
+
+def test_vectors_suite_names_missing_and_extra_chunks_and_a_wrong_dimension():
+    assert check_vectors({"a", "b"}, {"a", "b"}, 384, 384).success
+    outcome = check_vectors({"a", "b", "c"}, {"a", "x"}, 768, 384)
+    assert _examples(outcome) == {"every current chunk is stored": ["b", "c"], "nothing else is stored": ["x"],
+                                  "vector dimension is the model's": [768]}
+    assert _failed(outcome)["every current chunk is stored"] == 2
+
+
+def test_vectors_suite_wants_a_vector_unless_nothing_is_current():
+    assert check_vectors(set(), set(), None, 384).success  # an emptied collection
+    assert "vector dimension is the model's" in _failed(check_vectors({"a"}, {"a"}, None, 384))
+
+
+def test_graph_suite_names_stale_chunks_and_counts_broken_records():
+    assert check_graph({"a", "b"}, {"a"}, 0, 0).success  # the graph may lag behind (chunks not yet extracted)
+    outcome = check_graph({"a"}, {"a", "old"}, 2, 1)
+    assert _examples(outcome)["every chunk in the graph is current"] == ["old"]
+    assert set(_failed(outcome)) == {"every chunk in the graph is current", "no empty entity names",
+                                     "no dangling mentions"}
+    assert check_graph(set(), set(), 0, 0).success
