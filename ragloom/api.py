@@ -66,7 +66,7 @@ class Ragloom:
         self.context = RetrievalContext(
             vectors, embedder=embedder, graph=graph, nlp=nlp, reranker=reranker,
             load_embedder=self._load_embedder, load_graph=self._load_graph, load_nlp=self._load_nlp,
-            load_reranker=self._load_reranker,
+            load_reranker=self._load_reranker, result_cache=_result_cache(self.settings),
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
 
@@ -268,3 +268,12 @@ class Ragloom:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _result_cache(settings: Settings) -> Any:
+    """The result cache the settings ask for (RAGLOOM_RESULT_CACHE_TTL_SECONDS > 0), else None."""
+    if settings.result_cache_ttl_seconds <= 0:
+        return None
+    from ragloom.retrieval.cache import ResultCache
+
+    return ResultCache(settings.result_cache_ttl_seconds, settings.result_cache_size)

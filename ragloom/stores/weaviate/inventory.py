@@ -74,6 +74,14 @@ class Inventory:
             return {}
         return info if isinstance(info, dict) else {}
 
+    def collection_version(self, strategy: str) -> str:
+        """A stamp that changes whenever a write or delete changed the collection ('' when there is none):
+        result caches key on it, so any change to the collection invalidates them in every process."""
+        info = self.collection_info(strategy)
+        if info is None:
+            return ""
+        return f"{info.get('model_id', '')}|{info.get('version', '')}"
+
     def property_types(self, strategy: str, refresh: bool = False) -> dict[str, str]:
         """Property -> Weaviate data type name ("TEXT", "INT", "DATE", "TEXT_ARRAY", ...) of the strategy's
         collection, cached; ``refresh`` re-reads it (ingestion adds meta_ properties as they appear)."""

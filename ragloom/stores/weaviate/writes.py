@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,7 +108,10 @@ class Writes(Inventory):
             raise StoreError(f"Weaviate: writing to {name} failed after {len(RETRY_DELAYS) + 1} attempts: "
                              f"{unreachable}")
         failed = {chunks[i].chunk_id: msg for i, msg in sorted({**invalid, **errors}.items())}
-        return WriteResult(written=len(chunks) - len(failed), failed=failed)
+        result = WriteResult(written=len(chunks) - len(failed), failed=failed)
+        if result.written:
+            self.bump_version(strategy)
+        return result
 
     @staticmethod
     def _insert(collection: Any, objects: list[Any], indexes: list[int]) -> dict[int, str]:
@@ -159,6 +164,15 @@ class Writes(Inventory):
                                      f"{key.removeprefix(META_PREFIX)!r} -> {key}: {e} (the property is "
                                      f"{type_name} since its first value)") from e
 
+    def bump_version(self, strategy: str) -> None:
+        """Record in the collection's description that its content changed (a fresh ``version``)."""
+        info = self.collection_info(strategy)
+        if info is None:
+            return
+        info["version"] = uuid.uuid4().hex
+        with store_errors(f"update collection {self.collection_name(strategy)}"):
+            self._collection(strategy).config.update(description=json.dumps(info))
+
     def delete_chunks(self, strategy: str, chunk_ids: Iterable[str]) -> int:
         """Delete objects by chunk id (batched by uuid); returns how many were deleted."""
         from weaviate.classes.query import Filter
@@ -177,4 +191,6 @@ class Writes(Inventory):
                 raise StoreError(f"Weaviate could not delete {result.failed} of {len(uuids)} objects from "
                                  f"{self.collection_name(strategy)}")
             deleted += int(result.successful)
+        if deleted:
+            self.bump_version(strategy)
         return deleted
