@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from ragloom.errors import RagloomError
 from ragloom.settings import Settings
@@ -53,14 +54,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
     import time
 
     from ragloom.api import Ragloom
-    from ragloom.filters import parse_filters
-    from ragloom.retrieval import parse_options
-    from ragloom.types import Scope
 
-    # a malformed filter, scope or option fails before anything connects or loads
-    parse_filters(args.filter or None)
-    scope = Scope.from_path(args.scope)
-    options = parse_options(args.strategy, args.options, args.option)
+    scope, options = _retrieval_inputs(args)
     started = time.perf_counter()
     with Ragloom.from_settings(Settings.from_env()) as rag:
         rag.warm(args.strategy)
@@ -112,11 +107,8 @@ def _cmd_strategies(args: argparse.Namespace) -> int:
 
 def _cmd_ask(args: argparse.Namespace) -> int:
     from ragloom.api import Ragloom
-    from ragloom.filters import parse_filters
-    from ragloom.types import Scope
 
-    parse_filters(args.filter or None)
-    scope = Scope.from_path(args.scope)
+    scope, options = _retrieval_inputs(args)
     transforms = [t.strip() for t in args.transforms.split(",") if t.strip()] if args.transforms is not None else None
     from ragloom.llm import check_names
 
@@ -133,7 +125,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         answer = rag.ask(args.question, strategy=args.strategy, k=args.k, filters=args.filter or None, scope=scope,
                          chunking=args.chunking, transforms=transforms, generation=args.generation,
                          token_budget=args.token_budget, use_cache=not args.no_cache,
-                         on_token=None if args.json else show)
+                         on_token=None if args.json else show, **options)
     if args.json:
         print(json.dumps(answer.to_dict(), indent=2, default=str))
         return 0
@@ -176,6 +168,31 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
+    """What `query` and `ask` retrieve with: strategy, k, filter, scope, chunking and the strategy's options."""
+    p.add_argument("--strategy", default="hybrid", help="a retrieval strategy (`ragloom strategies` lists them)")
+    p.add_argument("-k", type=int, default=5, help="items retrieved")
+    p.add_argument("--filter", default="", help='metadata filter as JSON, e.g. \'{"status": "published"}\'')
+    p.add_argument("--scope", default="", help="tenant/user/chat[/agent]; default: shared only")
+    p.add_argument("--chunking", default="", help="which chunking's collection to query (default: the strategy's "
+                                                  "own: hierarchical for hierarchical, else recursive)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a strategy option, repeatable, e.g. --option alpha=0.3 --option lanes=dense,bm25")
+    p.add_argument("--options", default="", metavar="JSON",
+                   help='strategy options as a JSON object, e.g. \'{"alpha": 0.3}\' (--option wins)')
+
+
+def _retrieval_inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """(scope, options) from the retrieval arguments; a malformed filter, scope or option fails here, before
+    anything connects or loads."""
+    from ragloom.filters import parse_filters
+    from ragloom.retrieval import parse_options
+    from ragloom.types import Scope
+
+    parse_filters(args.filter or None)
+    return Scope.from_path(args.scope), parse_options(args.strategy, args.options, args.option)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragloom", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -188,27 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("query", help="retrieve from what was materialized")
     p.add_argument("text")
-    p.add_argument("--strategy", default="hybrid", help="a retrieval strategy (`ragloom strategies` lists them)")
-    p.add_argument("-k", type=int, default=5)
-    p.add_argument("--filter", default="", help='metadata filter as JSON, e.g. \'{"status": "published"}\'')
-    p.add_argument("--scope", default="", help="tenant/user/chat[/agent]; default: shared only")
-    p.add_argument("--chunking", default="", help="which chunking's collection to query (default: the strategy's "
-                                                  "own: hierarchical for hierarchical, else recursive)")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a strategy option, repeatable, e.g. --option alpha=0.3 --option lanes=dense,bm25")
-    p.add_argument("--options", default="", metavar="JSON",
-                   help='strategy options as a JSON object, e.g. \'{"alpha": 0.3}\' (--option wins)')
+    _add_retrieval_arguments(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_query)
 
     p = sub.add_parser("ask", help="answer a question from what was materialized, with citations")
     p.add_argument("question")
-    p.add_argument("--strategy", default="hybrid", help="retrieval strategy")
-    p.add_argument("-k", type=int, default=5, help="passages retrieved")
-    p.add_argument("--filter", default="", help="metadata filter as JSON")
-    p.add_argument("--scope", default="", help="tenant/user/chat[/agent]; default: shared only")
-    p.add_argument("--chunking", default="", help="which chunking's collection to query (default: the strategy's "
-                                                  "own)")
+    _add_retrieval_arguments(p)
     p.add_argument("--transforms", default=None,
                    help="query transforms, comma-separated: reformulate, multi_query, hyde, step_back, decompose, "
                         "prf (default RAGLOOM_LLM_TRANSFORMS)")

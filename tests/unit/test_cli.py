@@ -125,3 +125,9 @@ def test_readme_options_table_matches_the_declarations():
     table = readme.split(start, 1)[1].split(end, 1)[0].strip()
     assert table == out, "README options table is stale: run `python -m ragloom strategies --markdown`"
     assert out.count("\n") > 40  # every option of the five strategies, one row each
+
+
+def test_ask_takes_the_same_retrieval_options(closed_port, capsys):
+    assert main(["ask", "anything", "--option", "alpha=7"]) == 2
+    err = capsys.readouterr().err
+    assert "alpha=7.0 is not allowed" in err and "connect" not in err.lower()
