@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from ragloom.errors import RagloomError
+from ragloom.stores.neo4j import Neo4jStore
 from ragloom.stores.service_ops import neo4j_ready, weaviate_ready
 
 router = APIRouter(tags=["health"])
@@ -21,7 +23,15 @@ async def readyz(request: Request) -> JSONResponse:
 
     def check() -> dict[str, bool]:
         graph, _ = rag.context.graph()
-        return {"weaviate": weaviate_ready(rag.context.vectors), "neo4j": graph is not None and neo4j_ready(graph)}
+        if graph is not None:
+            graph_ok = neo4j_ready(graph)
+        else:  # the query path remembers a failed first connect: ask the server afresh
+            try:
+                Neo4jStore.connect(rag.settings).close()
+                graph_ok = True
+            except RagloomError:
+                graph_ok = False
+        return {"weaviate": weaviate_ready(rag.context.vectors), "neo4j": graph_ok}
 
     stores = await rag.run_blocking(check)
     ready = all(stores.values())
