@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
 DATA = REPO.parent / "shared" / "data" / "scifact"
 PREFIX, GRAPH_NAMESPACE = "BenchService", "bench_service"
 THROUGHPUT_RATIO_TARGET, P95_TARGET_MS, P95_AT = 1.3, 100.0, 4
@@ -71,6 +70,32 @@ def sequential(rag, strategy: str, queries: list[str], k: int, seconds: float) -
     return Run(f"in-process sequential {strategy}", 1, latencies, errors, time.perf_counter() - started)
 
 
+def threaded(rag, strategy: str, queries: list[str], k: int, concurrency: int, seconds: float) -> Run:
+    """The in-process API from ``concurrency`` threads: what concurrency gives without the HTTP layer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    latencies: list[float] = []
+    errors = 0
+    counter = iter(range(10**9))
+    deadline = time.perf_counter() + seconds
+
+    def worker() -> None:
+        nonlocal errors
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            try:
+                rag.query(queries[next(counter) % len(queries)], strategy=strategy, k=k, scope="bench")
+                latencies.append((time.perf_counter() - t0) * 1000)
+            except Exception:  # counted, not hidden
+                errors += 1
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        for future in [pool.submit(worker) for _ in range(concurrency)]:
+            future.result()
+    return Run(f"in-process threads {strategy}", concurrency, latencies, errors, time.perf_counter() - started)
+
+
 async def concurrent(url: str, key: str, strategy: str, queries: list[str], k: int, concurrency: int,
                      seconds: float) -> Run:
     import httpx
@@ -103,6 +128,27 @@ async def concurrent(url: str, key: str, strategy: str, queries: list[str], k: i
     return Run(f"service {strategy}", concurrency, latencies, errors, elapsed)
 
 
+def ingest(settings, embedder, documents, graph_too: bool, log) -> int:
+    """The corpus's recursive chunks in the benchmark's collection (and graph): the pipeline's own sync functions,
+    the shared embedding cache; a re-run writes nothing."""
+    from ragloom.chunking import get_chunker
+    from ragloom.extraction import extractor_for
+    from ragloom.indexing.graph import sync_graph
+    from ragloom.indexing.vectors import sync_vectors
+    from ragloom.stores.embedding_cache import EmbeddingCache
+    from ragloom.stores.neo4j import Neo4jStore
+    from ragloom.stores.weaviate import WeaviateStore
+
+    chunks = get_chunker("recursive").chunk_many(documents)
+    with WeaviateStore.connect(settings) as vectors:
+        sync_vectors(vectors, embedder, "recursive", chunks,
+                     cache=EmbeddingCache(settings.artifacts_dir / "embedding_cache"), log=log)
+    if graph_too:
+        with Neo4jStore.connect(settings) as graph:
+            sync_graph(graph, extractor_for(settings), "recursive", chunks, log=log)
+    return len(chunks)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -112,17 +158,18 @@ def _free_port() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DATA))
-    parser.add_argument("--corpus-limit", type=int, default=1000)
+    parser.add_argument("--corpus-limit", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=20.0, help="per run")
     parser.add_argument("--concurrency", default="1,4,16")
     parser.add_argument("--strategies", default="hybrid,graph_rag")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--workers", type=int, default=8, help="RAGLOOM_SERVICE_WORKERS of the server")
+    parser.add_argument("--threads", action="store_true",
+                        help="also run the in-process API from N threads (no HTTP), coalesced embedding on")
     parser.add_argument("--drop", action="store_true", help="delete the benchmark collections and graph after")
     args = parser.parse_args(argv)
 
     import httpx
-    from query_latency import ingest
 
     from ragloom.api import Ragloom
     from ragloom.embedding import make_embedder
@@ -139,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset = load_dataset(args.data, corpus_limit=args.corpus_limit, seed=7)
     queries = [q.text for q in dataset.queries]
     embedder = make_embedder(settings)
-    sizes = ingest(settings, embedder, dataset.documents, "graph_rag" in strategies, log)
+    chunk_count = ingest(settings, embedder, dataset.documents, "graph_rag" in strategies, log)
 
     runs: list[Run] = []
     baselines: dict[str, float] = {}
@@ -152,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run)
             log(run.row(None))
     del embedder
+    if args.threads:
+        with Ragloom(settings, coalesce_queries=True) as rag:
+            for strategy in strategies:
+                rag.warm(strategy)
+                for level in levels:
+                    runs.append(threaded(rag, strategy, queries, args.k, level, args.seconds))
+                    log(runs[-1].row(baselines[strategy]))
 
     with tempfile.TemporaryDirectory() as tmp:
         key, _ = KeyStore(Path(tmp) / "keys.json").create("bench", label="service_load")
@@ -159,8 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "RAGLOOM_COLLECTION_PREFIX": PREFIX, "RAGLOOM_GRAPH_NAMESPACE": GRAPH_NAMESPACE,
                "RAGLOOM_SERVICE_KEYS_FILE": str(Path(tmp) / "keys.json"), "RAGLOOM_SERVICE_RATE_PER_MINUTE": "10000000",
                "RAGLOOM_SERVICE_WORKERS": str(args.workers)}
-        server = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=REPO, env=env,
-                                  stdout=open(Path(tmp) / "server.log", "w"), stderr=subprocess.STDOUT)
+        with open(Path(tmp) / "server.log", "w") as server_log:
+            server = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=REPO,
+                                      env=env, stdout=server_log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 180
@@ -184,13 +239,13 @@ def main(argv: list[str] | None = None) -> int:
             server.terminate()
             server.wait(timeout=30)
 
-    print(f"\nservice load, SciFact: {len(dataset.documents)} abstracts, {sizes['recursive']} recursive chunks, "
+    print(f"\nservice load, SciFact: {len(dataset.documents)} abstracts, {chunk_count} recursive chunks, "
           f"{len(queries)} queries cycling, k={args.k}, {args.seconds:.0f} s per run, {os.cpu_count()} CPUs, "
           f"server workers {args.workers}")
     print(f"{'run':<30}{'conc':>5}{'queries':>8}{'qps':>9}{'vs seq':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
           f"{'errors':>8}")
     for run in runs:
-        print(run.row(None if run.name.startswith("in-process") else baselines[run.name.split()[-1]]))
+        print(run.row(None if run.name.startswith("in-process sequential") else baselines[run.name.split()[-1]]))
     for run in runs:
         print(json.dumps({"run": run.name, "concurrency": run.concurrency, "queries": len(run.latencies_ms),
                           "qps": round(run.throughput, 2), "p50_ms": round(pct(run.latencies_ms, 50), 2),

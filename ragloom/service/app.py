@@ -119,7 +119,8 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
             app.state.rag = await asyncio.to_thread(Ragloom, settings, coalesce_queries=True)
         else:
             app.state.rag = rag
-        await app.state.rag.run_blocking(app.state.rag.warm, "hybrid")
+        # models and stores loaded before the first request, once (lazy loads would race under concurrency)
+        await app.state.rag.run_blocking(app.state.rag.warm, "graph_rag")
         sweeper = asyncio.create_task(_sweep_forever(app))
         log.info("ragloom service ready on its scopes (keys file %s)", settings.resolved_keys_file)
         try:
