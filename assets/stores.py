@@ -28,6 +28,7 @@ from dagster import (
 from assets._metadata import histogram_png, markdown_table, suite_check
 from ragloom.errors import RagloomError, StoreError
 from ragloom.indexing.graph import check_graph, sync_graph
+from ragloom.indexing.synonyms import SynonymParams
 from ragloom.indexing.vectors import check_vectors, sync_vectors
 from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.tables import frame_to_chunks
@@ -87,12 +88,14 @@ def build_graph_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefi
     @asset(name=f"graph_{chunking}", group_name="ingestion", kinds={"neo4j"}, ins={"chunks": AssetIn(chunks_name)},
            retry_policy=STORE_RETRY, pool="neo4j",
            description=f"Neo4j graph of the {chunking} chunks: spaCy entities, mentions and relations, "
-                       "extracted for new chunks only; removed chunks' evidence is withdrawn.")
+                       "extracted for new chunks only (new entities get a name embedding and synonym edges); "
+                       "removed chunks' evidence is withdrawn.")
     def _graph(context: AssetExecutionContext, chunks: pd.DataFrame, neo4j: Neo4jResource,
-               nlp: NlpResource) -> MaterializeResult:
+               nlp: NlpResource, embedder: EmbedderResource) -> MaterializeResult:
         store = neo4j.store()
         report = _run_sync(context, f"graph_{chunking}", lambda: sync_graph(
-            store, nlp.extractor(), chunking, frame_to_chunks(chunks), log=context.log.info))
+            store, nlp.extractor(), chunking, frame_to_chunks(chunks), log=context.log.info,
+            embedder=embedder.embedder(), synonyms=SynonymParams.from_settings(neo4j.settings())))
         stats = store.stats()
         top = stats.get("top_entities", [])
         return MaterializeResult(metadata={

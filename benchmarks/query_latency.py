@@ -45,6 +45,7 @@ def ingest(settings, embedder, documents, graph_too: bool, log) -> dict:
     from ragloom.chunking import get_chunker
     from ragloom.extraction import extractor_for
     from ragloom.indexing.graph import sync_graph
+    from ragloom.indexing.synonyms import SynonymParams
     from ragloom.indexing.vectors import sync_vectors
     from ragloom.stores.embedding_cache import EmbeddingCache
     from ragloom.stores.neo4j import Neo4jStore
@@ -62,7 +63,8 @@ def ingest(settings, embedder, documents, graph_too: bool, log) -> dict:
             if graph_too and chunking == "recursive":
                 with Neo4jStore.connect(settings) as graph:
                     started = time.perf_counter()
-                    sync_graph(graph, extractor_for(settings), chunking, chunks, log=log)
+                    sync_graph(graph, extractor_for(settings), chunking, chunks, log=log, embedder=embedder,
+                               synonyms=SynonymParams.from_settings(settings))
                     log(f"graph {chunking}: in sync after {time.perf_counter() - started:.1f}s")
     return sizes
 

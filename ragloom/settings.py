@@ -122,6 +122,8 @@ class Settings:
     neo4j_heap: str = "1g"
     neo4j_pagecache: str = "512m"
     graph_namespace: str = "ragloom"  # RAGLOOM_GRAPH_NAMESPACE: isolates one pipeline's graph
+    graph_synonym_threshold: float = 0.8  # RAGLOOM_GRAPH_SYNONYM_THRESHOLD: least name cosine of a SYNONYM edge
+    graph_synonym_neighbours: int = 10  # RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS: most SYNONYM edges a new entity makes
     # models
     embed_model: str = ""  # RAGLOOM_EMBED_MODEL: name or path; default all-MiniLM-L6-v2 from its PyPI package
     embed_backend: str = "onnx-int8"  # RAGLOOM_EMBED_BACKEND: onnx-int8 | onnx | torch (see the README)
@@ -198,6 +200,8 @@ class Settings:
             neo4j_heap=_env("RAGLOOM_NEO4J_HEAP", d.neo4j_heap),
             neo4j_pagecache=_env("RAGLOOM_NEO4J_PAGECACHE", d.neo4j_pagecache),
             graph_namespace=_env("RAGLOOM_GRAPH_NAMESPACE", d.graph_namespace),
+            graph_synonym_threshold=_env_float("RAGLOOM_GRAPH_SYNONYM_THRESHOLD", d.graph_synonym_threshold),
+            graph_synonym_neighbours=_env_int("RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS", d.graph_synonym_neighbours),
             embed_model=_env("RAGLOOM_EMBED_MODEL", ""),
             embed_backend=_env("RAGLOOM_EMBED_BACKEND", d.embed_backend),
             embed_device=_env("RAGLOOM_EMBED_DEVICE", d.embed_device),
@@ -255,6 +259,11 @@ class Settings:
         missing = [n for n in self.graph_chunkings if n not in self.chunkings]
         if missing:
             raise ConfigError(f"RAGLOOM_GRAPH_CHUNKINGS names {missing}, which RAGLOOM_CHUNKINGS does not chunk")
+        if not 0.0 < self.graph_synonym_threshold <= 1.0:
+            raise ConfigError(f"RAGLOOM_GRAPH_SYNONYM_THRESHOLD={self.graph_synonym_threshold}: a cosine in (0, 1]")
+        if self.graph_synonym_neighbours < 0:
+            raise ConfigError(f"RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS={self.graph_synonym_neighbours}: use 0 (no synonym "
+                              "edges) or a count")
         if self.spacy_processes < 0:
             raise ConfigError(f"RAGLOOM_SPACY_PROCESSES={self.spacy_processes}: use 0 (one per CPU) or a count")
         if self.spacy_gemm not in GEMM_BACKENDS:

@@ -136,6 +136,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
         if needs_graph:
             from ragloom.extraction import extractor_for
             from ragloom.indexing.graph import sync_graph
+            from ragloom.indexing.synonyms import SynonymParams
             from ragloom.stores.neo4j import Neo4jStore
 
             graph = Neo4jStore.connect(eval_settings)
@@ -152,7 +153,8 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
                                 "embedded": report.embedded, "cache_hits": report.cache_hits}
             if needs_graph:
                 graph_started = time.perf_counter()
-                graph_report = sync_graph(graph, extractor, chunking, chunks, log=log)
+                graph_report = sync_graph(graph, extractor, chunking, chunks, log=log, embedder=embedder,
+                                          synonyms=SynonymParams.from_settings(eval_settings))
                 ingest[chunking]["graph_seconds"] = round(time.perf_counter() - graph_started, 2)
                 ingest[chunking]["graph_chunks_added"] = graph_report.chunks_added
             log(f"ingested {chunking}: {ingest[chunking]}")

@@ -8,8 +8,10 @@ from contextlib import closing, suppress
 from dataclasses import dataclass
 
 from ragloom import quality
+from ragloom.embedding.base import Embedder
 from ragloom.extraction.extractor import EntityExtractor, Extraction
 from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
+from ragloom.indexing.synonyms import SynonymLinker, SynonymParams
 from ragloom.quality import SuiteOutcome
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.types import Chunk, Log, no_log
@@ -31,6 +33,9 @@ class GraphSyncReport(SyncReport):
     type_merges: int = 0  # (name, NER label) pairs merged onto the same name's entity under another label
     type_merge_examples: str = ""  # a few of them, "name: LABEL->LABEL"
     version: str = ""  # the graph version this sync stamped ("" when it changed nothing)
+    entities_embedded: int = 0  # entity names embedded (entities new to the graph, or embedded by another model)
+    synonym_edges: int = 0  # SYNONYM edges written for them
+    synonym_seconds: float = 0.0  # embedding names, kNN and writing embeddings and edges (on the writer thread)
     extraction_processes: int = 0  # spaCy processes the extraction ran in (1: in the run's own process)
     waves: int = 0  # extraction waves written one after the other
     extract_seconds: float = 0.0  # waiting for extraction (parsing and resolution)
@@ -41,7 +46,7 @@ class GraphSyncReport(SyncReport):
 
     @property
     def changed(self) -> bool:
-        return bool(self.chunks_added or self.chunks_removed)
+        return bool(self.chunks_added or self.chunks_removed or self.entities_embedded)
 
     @property
     def merge_ratio(self) -> float:
@@ -50,7 +55,8 @@ class GraphSyncReport(SyncReport):
 
 
 def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chunks: list[Chunk],
-               log: Log = no_log) -> GraphSyncReport:
+               log: Log = no_log, *, embedder: Embedder | None = None,
+               synonyms: SynonymParams | None = None) -> GraphSyncReport:
     """Make the graph hold exactly ``chunks`` (all of ``strategy``): extract and write the new ones, delete
     the ones no longer present (withdrawing their evidence), refresh reading order of touched documents.
 
@@ -58,16 +64,24 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     completely written (a run that failed midway) counts as new again. With worker processes a large batch
     is extracted in waves, each written while the next is parsed (``EntityExtractor.extract_waves``).
     A sync that changes the graph, even one that fails midway, stamps a new graph version.
+
+    With an ``embedder``, each wave's new entities get their name embedded and SYNONYM edges to close names
+    (``ragloom.indexing.synonyms``); entities left without an embedding by an earlier run are done too.
     """
     started = time.perf_counter()
     report = GraphSyncReport(strategy=strategy)
+    linker = SynonymLinker(store, embedder, synonyms, log) if embedder is not None else None
     try:
-        _sync_chunks(store, extractor, strategy, chunks, report, log)
+        _sync_chunks(store, extractor, strategy, chunks, report, log, linker)
+        if linker is not None:
+            linker.link()  # whatever an interrupted run left unembedded; one query when nothing is
     except BaseException:
+        _synonym_figures(report, linker)
         if report.changed:  # readers must not keep a snapshot of what the graph held before the writes
             with suppress(Exception):
                 report.version = store.stamp_version(strategy)
         raise
+    _synonym_figures(report, linker)
     if report.changed:
         report.version = store.stamp_version(strategy)
     report.seconds = time.perf_counter() - started
@@ -76,8 +90,21 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
     return report
 
 
+def _synonym_figures(report: GraphSyncReport, linker: SynonymLinker | None) -> None:
+    if linker is not None:
+        report.entities_embedded = linker.stats.entities_embedded
+        report.synonym_edges = linker.stats.synonym_edges
+        report.synonym_seconds = linker.stats.seconds
+
+
+def _write_wave(store: Neo4jStore, linker: SynonymLinker | None, extraction: Extraction) -> None:
+    store.write_extraction(extraction, extraction.chunk_ids)
+    if linker is not None:
+        linker.link(e.entity_id for e in extraction.entities)
+
+
 def _sync_chunks(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chunks: list[Chunk],
-                 report: GraphSyncReport, log: Log) -> None:
+                 report: GraphSyncReport, log: Log, linker: SynonymLinker | None) -> None:
     started = time.perf_counter()
     current = current_chunks("sync_graph", strategy, chunks)
     store.ensure_schema()
@@ -134,8 +161,7 @@ def _sync_chunks(store: Neo4jStore, extractor: EntityExtractor, strategy: str, c
     # order, so the mentions of a wave find the entities earlier waves created; a failed write stops the
     # run before the next wave is stored, and the waves stored before it stay done.
     with closing(extractor.extract_waves(todo.new, known=store.known_entities(), log=log)) as waves:
-        times = overlap_writes(extracted(waves), lambda e: store.write_extraction(e, e.chunk_ids),
-                               thread_name="neo4j-write")
+        times = overlap_writes(extracted(waves), lambda e: _write_wave(store, linker, e), thread_name="neo4j-write")
     report.write_seconds += times.waited_seconds
     report.write_work_seconds += times.work_seconds
     report.entities, report.relations = len(entity_ids), len(relation_keys)

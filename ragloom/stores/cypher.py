@@ -104,6 +104,28 @@ MATCH (e:Entity {ns: $ns, entity_id: entity_id})
 SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }
 """
 
+# Entity-name embeddings (list<float>, unit length), the embedder that made them and the synonym settings
+# their SYNONYM edges were linked with: a change of either redoes the entity.
+WRITE_ENTITY_EMBEDDINGS = """
+UNWIND $rows AS row
+MATCH (e:Entity {ns: $ns, entity_id: row.entity_id})
+SET e.embedding = row.embedding, e.embedding_model = $model, e.synonym_params = $linked
+"""
+
+DROP_SYNONYMS = """
+UNWIND $entity_ids AS entity_id
+MATCH (:Entity {ns: $ns, entity_id: entity_id})-[s:SYNONYM]-(:Entity)
+DELETE s
+"""
+
+WRITE_SYNONYMS = """
+UNWIND $rows AS row
+MATCH (a:Entity {ns: $ns, entity_id: row.source})
+MATCH (b:Entity {ns: $ns, entity_id: row.target})
+MERGE (a)-[s:SYNONYM]->(b)
+SET s.score = row.score
+"""
+
 MARK_EXTRACTED = """
 UNWIND $chunk_ids AS chunk_id
 MATCH (c:Chunk {ns: $ns, chunk_id: chunk_id})
@@ -195,6 +217,30 @@ CHUNK_IDS_OF_STRATEGY = "MATCH (c:Chunk) WHERE c.ns = $ns AND c.strategy = $stra
 
 GRAPH_VERSION = "MATCH (m:GraphMeta {ns: $ns, strategy: $strategy}) RETURN m.version AS version"
 
+ENTITIES_TO_EMBED = """
+UNWIND $entity_ids AS entity_id
+MATCH (e:Entity {ns: $ns, entity_id: entity_id})
+WHERE coalesce(e.embedding_model, '') <> $model OR coalesce(e.synonym_params, '') <> $linked
+RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type
+"""
+
+ALL_ENTITIES_TO_EMBED = """
+MATCH (e:Entity)
+WHERE e.ns = $ns AND (coalesce(e.embedding_model, '') <> $model OR coalesce(e.synonym_params, '') <> $linked)
+RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type
+"""
+
+ENTITY_EMBEDDINGS = """
+MATCH (e:Entity) WHERE e.ns = $ns AND e.embedding_model = $model AND ($linked IS NULL OR e.synonym_params = $linked)
+RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type, e.embedding AS embedding
+"""
+
+SYNONYM_EDGES = """
+MATCH (a:Entity)-[s:SYNONYM]->(b:Entity) WHERE a.ns = $ns
+RETURN a.entity_id AS source_id, a.name AS source, b.entity_id AS target_id, b.name AS target, s.score AS score
+ORDER BY score DESC, source_id, target_id
+"""
+
 ENTITY_KEYS = """
 MATCH (e:Entity) WHERE e.ns = $ns
 RETURN e.entity_id AS entity_id, e.type AS type, [e.norm] + coalesce(e.alias_norms, []) AS keys
@@ -267,7 +313,8 @@ CALL () {
   MATCH (e:Entity)-[r:RELATED_TO]->() WHERE e.ns = $ns
   RETURN count(r) AS relations, count(CASE WHEN r.type = $cooccurs THEN 1 END) AS cooccurrence_relations
 }
-RETURN documents, chunks, entities, mentions, relations, cooccurrence_relations
+CALL () { MATCH (e:Entity)-[s:SYNONYM]->() WHERE e.ns = $ns RETURN count(s) AS synonyms }
+RETURN documents, chunks, entities, mentions, relations, cooccurrence_relations, synonyms
 """
 
 ENTITY_DEGREES = """
@@ -349,6 +396,35 @@ def stamp_version(ns: str, strategy: str | None, version: str) -> Query:
 
 def graph_version(ns: str, strategy: str) -> Query:
     return GRAPH_VERSION, {"ns": ns, "strategy": strategy}
+
+
+def write_entity_embeddings(ns: str, rows: list[dict[str, Any]], model: str, linked: str) -> Query:
+    return WRITE_ENTITY_EMBEDDINGS, {"ns": ns, "rows": rows, "model": model, "linked": linked}
+
+
+def drop_synonyms(ns: str, entity_ids: list[str]) -> Query:
+    return DROP_SYNONYMS, {"ns": ns, "entity_ids": list(entity_ids)}
+
+
+def write_synonyms(ns: str, rows: list[dict[str, Any]]) -> Query:
+    return WRITE_SYNONYMS, {"ns": ns, "rows": rows}
+
+
+def entities_to_embed(ns: str, model: str, linked: str, entity_ids: list[str] | None = None) -> Query:
+    """Entities (among ``entity_ids``; None: all of the namespace) without an embedding from ``model`` or
+    not linked with the synonym settings ``linked``."""
+    if entity_ids is None:
+        return ALL_ENTITIES_TO_EMBED, {"ns": ns, "model": model, "linked": linked}
+    return ENTITIES_TO_EMBED, {"ns": ns, "model": model, "linked": linked, "entity_ids": list(entity_ids)}
+
+
+def entity_embeddings(ns: str, model: str, linked: str | None = None) -> Query:
+    """Entities embedded by ``model`` (and linked with ``linked``, when given)."""
+    return ENTITY_EMBEDDINGS, {"ns": ns, "model": model, "linked": linked}
+
+
+def synonym_edges(ns: str) -> Query:
+    return SYNONYM_EDGES, {"ns": ns}
 
 
 def mark_extracted(ns: str, chunk_ids: list[str]) -> Query:

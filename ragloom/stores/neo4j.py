@@ -4,7 +4,9 @@ Model: (:Document)-[:HAS_CHUNK]->(:Chunk), (:Chunk)-[:NEXT]->(:Chunk) in reading
 strategy and level, (:Chunk)-[:PARENT_OF]->(:Chunk), (:Chunk)-[:MENTIONS {count}]->(:Entity),
 (:Entity)-[:RELATED_TO {type, weight, chunk_ids, chunk_weights}]->(:Entity). Chunk ids are the Weaviate
 chunk ids. Every entity keeps ``chunk_count`` (distinct chunks mentioning it); a (:GraphMeta {ns, strategy})
-node's ``version`` changes whenever a sync changes the graph. All Cypher lives in ragloom.stores.cypher.
+node's ``version`` changes whenever a sync changes the graph. Entities carry ``embedding`` (their name's
+unit-length embedding) and ``embedding_model``; (:Entity)-[:SYNONYM {score}]->(:Entity) links close names.
+All Cypher lives in ragloom.stores.cypher.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
 
 from ragloom.errors import ConfigError, StoreError
 from ragloom.extraction.resolution import KnownEntity
@@ -26,7 +30,15 @@ if TYPE_CHECKING:
     from ragloom.settings import Settings
 
 DEFAULT_BATCH_SIZE = 5_000  # rows per write transaction (UNWIND)
+EMBEDDING_BATCH_SIZE = 1_000  # entity embeddings per write transaction (a row is ~400 floats)
 MIN_BATCH_SIZE = 1_000
+
+
+class EntityVectors(NamedTuple):
+    ids: list[str]
+    names: list[str]
+    types: list[str]
+    vectors: np.ndarray  # (len(ids), dimension) float32, unit rows
 
 
 class Neo4jStore:
@@ -92,7 +104,9 @@ class Neo4jStore:
         text, params = query
 
         def work(tx: Any) -> list[dict[str, Any]]:
-            return [record.data() for record in tx.run(text, params)]
+            # dict(record.items()), not record.data(): data() walks every value element by element (5 s
+            # instead of 0.4 s for 3,000 entity embeddings); ragloom's queries return values, never nodes.
+            return [dict(record.items()) for record in tx.run(text, params)]
 
         try:
             # Notifications off: "property does not exist yet" warnings on an empty graph are noise in logs.
@@ -207,6 +221,24 @@ class Neo4jStore:
                 cypher.delete_empty_documents(self.namespace, batch), write=True)[0]["deleted"]
         return counts
 
+    def write_entity_embeddings(self, entity_ids: list[str], vectors: np.ndarray, model: str, linked: str) -> int:
+        """Store each entity's name embedding (a list of floats), the id of the embedder that made it and the
+        synonym settings its edges were linked with (``SynonymParams.key``)."""
+        rows = [{"entity_id": eid, "embedding": vector.tolist()} for eid, vector in zip(entity_ids, vectors,
+                                                                                        strict=True)]
+        for batch in cypher.batched(rows, EMBEDDING_BATCH_SIZE):
+            self._run(cypher.write_entity_embeddings(self.namespace, batch, model, linked), write=True)
+        return len(rows)
+
+    def write_synonyms(self, pairs: list[tuple[str, str, float]]) -> int:
+        """SYNONYM edges (source)-[:SYNONYM {score}]->(target), merged: a re-run changes nothing."""
+        rows = [{"source": a, "target": b, "score": score} for a, b, score in pairs]
+        return self._write_rows(cypher.write_synonyms, rows)
+
+    def drop_synonyms(self, entity_ids: list[str]) -> None:
+        """Remove every SYNONYM edge of these entities, either direction."""
+        self._write_rows(cypher.drop_synonyms, list(entity_ids))
+
     def rescope_document(self, document_id: str, from_paths: list[str], scope_path: str) -> int:
         """Move a document's chunks whose scope is one of ``from_paths`` to ``scope_path``; returns how many.
         Entities and relations stay: their visibility follows the chunks that mention them."""
@@ -250,6 +282,28 @@ class Neo4jStore:
         """The version the last sync that changed this namespace's graph stamped (None: never synced)."""
         rows = self._run(cypher.graph_version(self.namespace, strategy))
         return rows[0]["version"] if rows else None
+
+    def entities_to_embed(self, model: str, linked: str, entity_ids: list[str] | None = None) -> list[dict]:
+        """[{entity_id, name, type}] of the entities (among ``entity_ids``; None: all) lacking an embedding
+        from ``model`` or synonym edges linked with the settings ``linked``."""
+        if entity_ids is None:
+            return self._run(cypher.entities_to_embed(self.namespace, model, linked))
+        out: list[dict] = []
+        for batch in cypher.batched(entity_ids, self.batch_size):
+            out.extend(self._run(cypher.entities_to_embed(self.namespace, model, linked, batch)))
+        return out
+
+    def entity_embeddings(self, model: str, linked: str | None = None) -> EntityVectors:
+        """The entities with a name embedding from ``model`` (and linked with ``linked``, when given), and
+        those embeddings as a float32 matrix."""
+        rows = self._run(cypher.entity_embeddings(self.namespace, model, linked))
+        vectors = np.array([r["embedding"] for r in rows], dtype=np.float32) if rows else np.zeros((0, 0), np.float32)
+        return EntityVectors([r["entity_id"] for r in rows], [r["name"] for r in rows], [r["type"] for r in rows],
+                             vectors)
+
+    def synonyms(self) -> list[dict]:
+        """Every SYNONYM edge: [{source_id, source, target_id, target, score}] (names), highest score first."""
+        return self._run(cypher.synonym_edges(self.namespace))
 
     def known_entities(self) -> list[KnownEntity]:
         """Every entity's id, type and normalized names, so new surface forms resolve onto it."""

@@ -6,11 +6,13 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragloom.errors import ConfigError, StoreError
 from ragloom.extraction import EntityExtractor, load_nlp
 from ragloom.indexing.graph import sync_graph
+from ragloom.indexing.synonyms import SynonymParams
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.types import Chunk, make_chunk_id
 
@@ -302,3 +304,95 @@ def test_waves_are_written_while_workers_extract_and_a_failed_wave_resumes(store
         assert not again.changed and snapshot(neo4j_driver, fresh.namespace) == waved
     finally:
         fresh.clear()
+
+
+# --- entity-name embeddings and synonym edges -------------------------------------------------------------
+
+BANK_TEXTS = {
+    "results": ["Deutsche Bank AG reported its quarterly results in Frankfurt on Monday."],
+    "analysts": ["Analysts at Deutsche Bank expect the barrier in London to be replaced."],
+}
+
+
+@pytest.fixture(scope="module")
+def embedder(settings):
+    from ragloom.embedding import make_embedder
+
+    return make_embedder(settings)
+
+
+def embeddings(driver, ns: str) -> dict[str, tuple[str, list[float] | None, str | None]]:
+    records, _, _ = driver.execute_query(
+        "MATCH (e:Entity {ns: $ns}) RETURN e.entity_id AS id, e.norm AS norm, e.embedding AS v, "
+        "e.embedding_model AS model", ns=ns)
+    return {r["norm"]: (r["id"], r["v"], r["model"]) for r in records}
+
+
+def synonym_edges(driver, ns: str) -> dict[tuple[str, str], float]:
+    records, _, _ = driver.execute_query(
+        "MATCH (a:Entity {ns: $ns})-[s:SYNONYM]->(b:Entity) RETURN a.norm AS a, b.norm AS b, "
+        "a.entity_id < b.entity_id AS ordered, s.score AS score", ns=ns)
+    assert all(r["ordered"] for r in records)  # one direction per pair: smaller id -> larger
+    return {(r["a"], r["b"]): r["score"] for r in records}
+
+
+def test_synonyms_for_new_entities_only_and_gone_with_their_entity(store, embedder, neo4j_driver, namespace):
+    extractor = EntityExtractor(load_nlp())
+    results, analysts = (make_chunks(doc, texts) for doc, texts in BANK_TEXTS.items())
+    first = sync_graph(store, extractor, STRATEGY, results, embedder=embedder)
+    before = embeddings(neo4j_driver, namespace)
+    assert first.entities_embedded == len(before) >= 2 and first.synonym_edges == 0
+    for _, vector, model in before.values():
+        assert model == embedder.model_id and len(vector) == embedder.dimension
+        assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-4)
+
+    second = sync_graph(store, extractor, STRATEGY, results + analysts, embedder=embedder)
+    after = embeddings(neo4j_driver, namespace)
+    assert second.entities_embedded == len(after) - len(before) == 2  # "Deutsche Bank" and "London" only
+    assert all(after[name] == before[name] for name in before)  # the old ones were not embedded again
+    edges = synonym_edges(neo4j_driver, namespace)
+    pair = tuple(sorted(("deutsche bank ag", "deutsche bank"), key=lambda n: after[n][0]))
+    assert set(edges) == {pair} and second.synonym_edges == 1
+    assert edges[pair] == pytest.approx(float(np.dot(after[pair[0]][1], after[pair[1]][1])), abs=1e-4)
+    assert edges[pair] >= SynonymParams().threshold
+    assert second.version == store.graph_version(STRATEGY) != first.version
+
+    unchanged = sync_graph(store, extractor, STRATEGY, results + analysts, embedder=embedder)
+    assert not unchanged.changed and store.graph_version(STRATEGY) == second.version
+
+    # An interrupted run: edges written, the embedding not. The next sync, with no chunk to extract, redoes it.
+    neo4j_driver.execute_query("MATCH (e:Entity {ns: $ns, norm: 'deutsche bank'}) REMOVE e.embedding_model",
+                               ns=namespace)
+    healed = sync_graph(store, extractor, STRATEGY, results + analysts, embedder=embedder)
+    assert healed.entities_embedded == 1 and healed.chunks_added == 0 and healed.synonym_edges == 1
+    # Dropped and written again, not doubled (int8 quantization scales by batch: the vector moves a little).
+    assert synonym_edges(neo4j_driver, namespace) == pytest.approx(edges, abs=0.01)
+    assert healed.version == store.graph_version(STRATEGY) != second.version
+
+    # Deleting the document deletes its own entities and, with them, their synonym edges.
+    gone = sync_graph(store, extractor, STRATEGY, results, embedder=embedder)
+    assert gone.entities_deleted == 2 and synonym_edges(neo4j_driver, namespace) == {}
+    assert embeddings(neo4j_driver, namespace) == before
+    assert gone.version == store.graph_version(STRATEGY) != healed.version
+
+
+def test_synonym_settings_apply_and_a_change_links_every_entity_again(store, embedder, neo4j_driver, namespace):
+    extractor = EntityExtractor(load_nlp())
+    chunks = [c for doc, texts in BANK_TEXTS.items() for c in make_chunks(doc, texts)]
+    strict = sync_graph(store, extractor, STRATEGY, chunks, embedder=embedder, synonyms=SynonymParams(threshold=0.99))
+    assert strict.entities_embedded == 4 and strict.synonym_edges == 0 == len(synonym_edges(neo4j_driver, namespace))
+
+    default = sync_graph(store, extractor, STRATEGY, chunks, embedder=embedder, synonyms=SynonymParams())
+    assert default.chunks_added == 0 and default.entities_embedded == 4  # new settings: every entity again
+    assert set(synonym_edges(neo4j_driver, namespace)) == {
+        tuple(sorted(("deutsche bank ag", "deutsche bank"), key=lambda n: embeddings(neo4j_driver, namespace)[n][0]))}
+    assert default.version == store.graph_version(STRATEGY) != strict.version
+
+    loose = sync_graph(store, extractor, STRATEGY, chunks, embedder=embedder,
+                       synonyms=SynonymParams(threshold=0.1, neighbours=1))
+    edges = synonym_edges(neo4j_driver, namespace)
+    # Each entity links its one nearest neighbour of its kind above 0.1 ("Deutsche Bank AG" and "Deutsche Bank"
+    # each other's): 2 to 3 distinct pairs among 4 entities, and the old edge set was replaced.
+    assert 2 <= len(edges) == loose.synonym_edges <= 3
+    assert sync_graph(store, extractor, STRATEGY, chunks, embedder=embedder,
+                      synonyms=SynonymParams(threshold=0.1, neighbours=1)).entities_embedded == 0

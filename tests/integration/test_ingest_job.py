@@ -72,13 +72,21 @@ def test_ingest_rerun_edit_delete(settings, weaviate_client, neo4j_driver, names
             chunks = first[f"chunks_{strategy}"]["chunks"]
             assert chunks > 0 and wv.count(strategy) == chunks
             assert first[f"vectors_{strategy}"]["inserted"] == chunks
-        assert graph.stats()["entities"] > 20
+        stats = graph.stats()
+        assert stats["entities"] > 20
+        # One entity per name: "Bergen" (GPE and ORG) and "DeepCurrent API" (PRODUCT and ORG) are merged and
+        # counted; every entity's name is embedded; the run stamped the version readers compare.
+        built = first["graph_recursive"]
+        assert built["type_merges"] >= 2 and built["entities_embedded"] == stats["entities"]
+        assert [len(graph.entities_by_names([name])) for name in ("bergen", "deepcurrent api")] == [1, 1]
+        assert built["version"] and graph.graph_version("recursive") == built["version"]
 
         again = _run(defs)
         for strategy in settings.chunkings:
             assert again[f"chunks_{strategy}"]["documents_chunked"] == 0
             assert again[f"vectors_{strategy}"]["inserted"] == 0 and again[f"vectors_{strategy}"]["deleted"] == 0
         assert again["graph_recursive"]["chunks_added"] == 0
+        assert again["graph_recursive"]["version"] == "" and graph.graph_version("recursive") == built["version"]
 
         teams = corpus / "company" / "teams.md"
         teams.write_text(teams.read_text().replace("Rafael Moreno", "Ingrid Solberg"))

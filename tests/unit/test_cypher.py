@@ -28,6 +28,12 @@ def _builders():
         "write_relations": (HOSTILE, [{"source": HOSTILE, "target": HOSTILE, "type": HOSTILE}]),
         "mark_extracted": (HOSTILE, [HOSTILE]),
         "update_chunk_counts": (HOSTILE, [HOSTILE]),
+        "write_entity_embeddings": (HOSTILE, [{"entity_id": HOSTILE, "embedding": [0.1]}], HOSTILE, HOSTILE),
+        "drop_synonyms": (HOSTILE, [HOSTILE]),
+        "write_synonyms": (HOSTILE, [{"source": HOSTILE, "target": HOSTILE, "score": 0.9}]),
+        "entities_to_embed": (HOSTILE, HOSTILE, HOSTILE, [HOSTILE]),
+        "entity_embeddings": (HOSTILE, HOSTILE, HOSTILE),
+        "synonym_edges": (HOSTILE,),
         "stamp_version": (HOSTILE, HOSTILE, HOSTILE),
         "graph_version": (HOSTILE, HOSTILE),
         "removal_scope": (HOSTILE, [HOSTILE]),
@@ -76,6 +82,13 @@ def test_stamp_version_with_and_without_strategy():
     assert cypher.stamp_version("ns", "recursive", "v")[1] == {"ns": "ns", "strategy": "recursive", "version": "v"}
     query, params = cypher.stamp_version("ns", None, "v")
     assert params == {"ns": "ns", "version": "v"} and "MERGE" not in query
+
+
+def test_entities_to_embed_of_some_or_all():
+    assert cypher.entities_to_embed("ns", "m", "p", ["a"])[1] == {"ns": "ns", "model": "m", "linked": "p",
+                                                                  "entity_ids": ["a"]}
+    query, params = cypher.entities_to_embed("ns", "m", "p")
+    assert params == {"ns": "ns", "model": "m", "linked": "p"} and "UNWIND" not in query
 
 
 def test_clear_label_accepts_only_known_labels():

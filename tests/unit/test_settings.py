@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragloom.errors import ConfigError
+from ragloom.indexing.synonyms import SynonymParams
 from ragloom.settings import Settings
 from ragloom.types import Scope
 
@@ -29,6 +30,10 @@ def test_defaults_and_overrides(env, tmp_path):
     s = Settings.from_env()
     assert s.chunkings == ("recursive", "headered") and s.resolved_neo4j_uri == "bolt://127.0.0.1:7777"
     assert s.spacy_processes == 3
+    assert (s.graph_synonym_threshold, s.graph_synonym_neighbours) == (0.8, 10)
+    env.setenv("RAGLOOM_GRAPH_SYNONYM_THRESHOLD", "0.9")
+    env.setenv("RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS", "0")
+    assert SynonymParams.from_settings(Settings.from_env()) == SynonymParams(threshold=0.9, neighbours=0)
 
 
 @pytest.mark.parametrize("name,value,needle", [
@@ -38,6 +43,9 @@ def test_defaults_and_overrides(env, tmp_path):
     ("RAGLOOM_STRATEGIES", "recursive,magic", "magic"),  # the former name is still read
     ("RAGLOOM_EMBED_BACKEND", "tpu", "RAGLOOM_EMBED_BACKEND"),
     ("RAGLOOM_SPACY_PROCESSES", "-2", "RAGLOOM_SPACY_PROCESSES"),
+    ("RAGLOOM_GRAPH_SYNONYM_THRESHOLD", "0", "RAGLOOM_GRAPH_SYNONYM_THRESHOLD"),
+    ("RAGLOOM_GRAPH_SYNONYM_THRESHOLD", "high", "RAGLOOM_GRAPH_SYNONYM_THRESHOLD"),
+    ("RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS", "-1", "RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS"),
 ])
 def test_invalid_values_name_the_setting(env, name, value, needle):
     env.setenv(name, value)
