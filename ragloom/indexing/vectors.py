@@ -14,6 +14,7 @@ from ragloom.embedding.base import Embedder
 from ragloom.errors import ConfigError, StoreError
 from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
 from ragloom.quality import SuiteOutcome
+from ragloom.stores.analysis import ANALYZER
 from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.stores.weaviate import WeaviateStore, WriteResult, failure_message
 from ragloom.types import Chunk, Log, no_log
@@ -63,6 +64,12 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     info = store.collection_info(strategy)
     if info and info.get("model_id") and info["model_id"] != embedder.model_id:
         log(f"{strategy}: collection was indexed with {info['model_id']}; rebuilding for {embedder.model_id}")
+        store.drop_collection(strategy)
+        report.recreated = True
+    elif info and info.get("bm25") != ANALYZER:
+        # written before the stemmed BM25 property (or with another analysis): vectors come from the cache
+        log(f"{strategy}: collection's BM25 text was analysed with {info.get('bm25') or 'none'}; rebuilding "
+            f"for {ANALYZER}")
         store.drop_collection(strategy)
         report.recreated = True
     store.ensure_collection(strategy, embedder.dimension, model_id=embedder.model_id)

@@ -146,3 +146,15 @@ def test_result_cache_expires_after_its_ttl_and_evicts_the_oldest():
     for key in ("b", "c", "d"):
         cache.put(key, RetrievalResult(query=key, items=[]))
     assert cache.get("b") is None and cache.get("c") is not None and cache.get("d") is not None
+
+
+def test_bm25_analysis_stems_and_drops_stopwords():
+    from ragloom.stores.analysis import analyze
+    from ragloom.stores.weaviate.schema import object_properties
+    from ragloom.types import Chunk
+
+    assert analyze("The Studies of running mice, not cats") == "studi run mice not cat"
+    assert analyze("a study that runs") == analyze("studies running")
+    chunk = Chunk(chunk_id="c", document_id="d", strategy="recursive", text="Running studies", start=0, end=15,
+                  token_count=3, position=0, heading_path=["Trials"])
+    assert object_properties(chunk)["bm25_text"] == "trial run studi"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ragloom.errors import StoreError
+from ragloom.stores.analysis import ANALYZER
 from ragloom.stores.weaviate.errors import store_errors
 from ragloom.stores.weaviate.inventory import Inventory
 from ragloom.stores.weaviate.schema import core_properties
@@ -28,9 +29,12 @@ class Admin(Inventory):
             if model_id and info.get("model_id") and info["model_id"] != model_id:
                 raise StoreError(f"collection {name} was indexed with {info['model_id']!r}, not {model_id!r}: "
                                  "drop the collection to re-index")
+            if info and (info.get("bm25_k1"), info.get("bm25_b")) != (self.bm25_k1, self.bm25_b):
+                self._set_bm25_parameters(strategy, info)
             return
         description = json.dumps({"ragloom": "chunks", "strategy": strategy, "dimension": dimension,
-                                  "model_id": model_id})
+                                  "model_id": model_id, "bm25": ANALYZER, "bm25_k1": self.bm25_k1,
+                                  "bm25_b": self.bm25_b})
         with store_errors(f"create collection {name}"):
             try:
                 self.client.collections.create(
@@ -39,19 +43,32 @@ class Admin(Inventory):
                     properties=core_properties(),
                     vector_config=Configure.Vectors.self_provided(
                         vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.COSINE)),
-                    inverted_index_config=Configure.inverted_index(index_null_state=True),
+                    inverted_index_config=Configure.inverted_index(index_null_state=True, bm25_k1=self.bm25_k1,
+                                                                   bm25_b=self.bm25_b),
                 )
             except Exception:
                 if self.exists(strategy):  # another process created it first: fine
                     return
                 raise
         self._known_properties.pop(name, None)
+        self._bm25_analyzed.pop(name, None)
+
+    def _set_bm25_parameters(self, strategy: str, info: dict) -> None:
+        """Apply this store's BM25 k1 and b to an existing collection (Weaviate changes them in place)."""
+        from weaviate.classes.config import Reconfigure
+
+        info = {**info, "bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b}
+        with store_errors(f"update BM25 parameters of {self.collection_name(strategy)}"):
+            self._collection(strategy).config.update(
+                inverted_index_config=Reconfigure.inverted_index(bm25_k1=self.bm25_k1, bm25_b=self.bm25_b),
+                description=json.dumps(info))
 
     def drop_collection(self, strategy: str) -> None:
         name = self.collection_name(strategy)
         with store_errors(f"delete collection {name}"):
             self.client.collections.delete(name)
         self._known_properties.pop(name, None)
+        self._bm25_analyzed.pop(name, None)
 
     def drop_collections(self) -> list[str]:
         """Delete every collection whose name starts with this store's prefix; returns their names."""
@@ -61,4 +78,5 @@ class Admin(Inventory):
             with store_errors(f"delete collection {name}"):
                 self.client.collections.delete(name)
             self._known_properties.pop(name, None)
+            self._bm25_analyzed.pop(name, None)
         return names

@@ -49,6 +49,8 @@ class Inventory:
         self.client = client
         self.prefix = prefix
         self._known_properties: dict[str, dict[str, str]] = {}  # collection -> property -> data type
+        self._bm25_analyzed: dict[str, bool] = {}  # collection -> written with the current BM25 analyzer
+        self.bm25_k1, self.bm25_b = 1.2, 0.75  # BM25 parameters of the collections it creates (Settings)
 
     def collection_name(self, strategy: str) -> str:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", strategy):

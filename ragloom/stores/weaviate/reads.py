@@ -11,12 +11,14 @@ import numpy as np
 
 from ragloom.errors import StoreError
 from ragloom.filters import Node
+from ragloom.stores.analysis import ANALYZER, analyze_query
 from ragloom.stores.weaviate.errors import store_errors
 from ragloom.stores.weaviate.filters import to_weaviate
 from ragloom.stores.weaviate.inventory import Inventory, default_vector
 from ragloom.types import HEADING_SEPARATOR, RetrievedItem
 
-BM25_PROPERTIES = ["text", "heading_path"]
+BM25_PROPERTIES = ["text", "heading_path"]  # collections written before the stemmed property
+ANALYZED_PROPERTIES = ["bm25_text"]
 FETCH_BATCH = 1000
 RETURN_PROPERTIES = None  # every property: meta_ ones appear as ingestion adds them; a named list would go stale
 HYBRID_FUSIONS = ("relative_score", "ranked")
@@ -47,9 +49,12 @@ class Reads(Inventory):
 
         if not query.strip():
             return []
+        query, properties = self._bm25_query(strategy, query)
+        if not query:  # stopwords only
+            return []
         with self._query_errors(strategy, "bm25"):
             res = self._collection(strategy).query.bm25(
-                query=query, query_properties=BM25_PROPERTIES, limit=k, filters=to_weaviate(where),
+                query=query, query_properties=properties, limit=k, filters=to_weaviate(where),
                 include_vector=include_vectors, return_metadata=MetadataQuery(score=True),
                 return_properties=RETURN_PROPERTIES)
         return _ranked([_scored(o, "bm25", include_vectors) for o in res.objects])
@@ -65,12 +70,25 @@ class Reads(Inventory):
         if not 0.0 <= alpha <= 1.0:
             raise StoreError(f"hybrid alpha must be within [0, 1], got {alpha}")
         fusion_type = HybridFusion.RELATIVE_SCORE if fusion == "relative_score" else HybridFusion.RANKED
+        keywords, properties = self._bm25_query(strategy, query)
         with self._query_errors(strategy, "hybrid"):
             res = self._collection(strategy).query.hybrid(
-                query=query, vector=_as_list(vector), alpha=alpha, fusion_type=fusion_type,
-                query_properties=BM25_PROPERTIES, limit=k, filters=to_weaviate(where), include_vector=include_vectors,
+                query=keywords or query, vector=_as_list(vector), alpha=alpha, fusion_type=fusion_type,
+                query_properties=properties, limit=k, filters=to_weaviate(where), include_vector=include_vectors,
                 return_metadata=MetadataQuery(score=True), return_properties=RETURN_PROPERTIES)
         return _ranked([_scored(o, "hybrid", include_vectors) for o in res.objects])
+
+    def _bm25_query(self, strategy: str, query: str) -> tuple[str, list[str]]:
+        """(query text, properties) for BM25: the analysed query on ``bm25_text`` when the collection was
+        written with the current analyzer, else the raw query on text and heading path (older collections,
+        until their next sync rebuilds them)."""
+        name = self.collection_name(strategy)
+        if name not in self._bm25_analyzed:
+            info = self.collection_info(strategy) or {}
+            self._bm25_analyzed[name] = info.get("bm25") == ANALYZER
+        if self._bm25_analyzed[name]:
+            return analyze_query(query), ANALYZED_PROPERTIES
+        return query, BM25_PROPERTIES
 
     def fetch(self, strategy: str, chunk_ids: Sequence[str], where: Node | None = None,
               include_vectors: bool = False) -> list[RetrievedItem]:
@@ -119,7 +137,7 @@ def _item(obj: Any, score: float, lanes: dict[str, float], include_vectors: bool
     heading = props.pop("heading_path", "") or ""
     metadata: dict[str, Any] = {
         k: (v.isoformat() if isinstance(v, datetime) else v)
-        for k, v in props.items() if k not in ("chunk_id", "document_id", "text", "embed_text")
+        for k, v in props.items() if k not in ("chunk_id", "document_id", "text", "embed_text", "bm25_text")
     }
     metadata.setdefault("parent_id", None)
     if include_vectors:

@@ -3,7 +3,8 @@ All pure (the ``weaviate`` imports only build configuration objects).
 
 Schema. Each chunking strategy gets ``<prefix><Strategy>`` (e.g. ``RagloomRecursive``), HNSW with cosine
 distance, no vectorizer. Ids, paths and scope fields use FIELD tokenization (exact filters); ``text`` and
-``heading_path`` (" > "-joined) use WORD tokenization and carry BM25; ``embed_text`` is stored only.
+``heading_path`` (" > "-joined) use WORD tokenization; ``bm25_text`` (both, stemmed: ragloom.stores.analysis)
+carries BM25; ``embed_text`` is stored only.
 Object UUIDs are uuid5 of the chunk id, so writing a chunk twice overwrites it. The collection's
 description records the model id and dimension of its vectors, so a model change is detectable.
 
@@ -39,6 +40,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from ragloom.filters import meta_property_name, parse_iso_date
+from ragloom.stores.analysis import analyze
 from ragloom.types import HEADING_SEPARATOR, Chunk
 
 # name -> (data type name, tokenization or None, searchable, filterable)
@@ -63,6 +65,8 @@ CORE_PROPERTIES: dict[str, tuple[str, str | None, bool, bool]] = {
     "scope_agent": ("TEXT", "FIELD", False, True),
     "text": ("TEXT", "WORD", True, True),
     "embed_text": ("TEXT", "WORD", False, False),
+    # heading path + text, stemmed without stopwords (ragloom.stores.analysis): what the BM25 lane searches
+    "bm25_text": ("TEXT", "WHITESPACE", True, False),
 }
 RESERVED_METADATA = ("title", "source_path")  # chunk.metadata keys that fill core properties
 
@@ -219,6 +223,7 @@ def object_properties(chunk: Chunk) -> dict[str, Any]:
         "scope_agent": scope.agent,
         "text": chunk.text,
         "embed_text": chunk.embed_text,
+        "bm25_text": analyze(f"{' '.join(chunk.heading_path)}\n{chunk.text}"),
     }
     if chunk.parent_id:
         props["parent_id"] = chunk.parent_id

@@ -27,6 +27,7 @@ class WeaviateStore(Admin, Writes, Reads):
         """A store on a client opened from settings (``connection.open_client``), closed by ``close``."""
         store = cls(open_client(settings), settings.collection_prefix)
         store._owns_client = True
+        store.bm25_k1, store.bm25_b = settings.bm25_k1, settings.bm25_b
         return store
 
     def close(self) -> None:

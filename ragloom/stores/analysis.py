@@ -1,0 +1,47 @@
+"""The BM25 lane's text analysis: lower-cased words, English stopwords removed, Snowball-stemmed (PyStemmer).
+
+Weaviate's BM25 tokenizes words but does not stem, so "studies" never meets "study". Chunks are therefore
+written with an extra property, ``bm25_text``: this analysis of the heading path and text, whitespace-joined,
+which the BM25 lane (and native hybrid's keyword half) searches with the query analysed the same way. The
+analyzer's name is recorded in each collection's description; a collection written with another analyzer
+(or none) is rebuilt by the next sync (vectors come from the embedding cache).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+
+ANALYZER = "snowball-english-stop-v1"  # bump when the analysis changes: collections are rebuilt
+_WORD = re.compile(r"\w+", re.UNICODE)
+# A standard English stopword list (the classic Lucene/Snowball set): function words only, so negations
+# ("not", "no") are kept out of it on purpose — claims hinge on them.
+STOPWORDS = frozenset("""
+a an and are as at be but by for if in into is it its of on or such that the their then there these they
+this to was will with were been being have has had do does did from than so which who whom what when where
+why how all any both each few more most other some our ours you your yours he him his she her hers we us
+i me my mine them those am can could should would may might must shall also about above after again
+against below between during before over under up down out off once here further same own too very just
+""".split())
+_local = threading.local()  # PyStemmer objects are not thread-safe: one per thread
+
+
+def _stemmer():
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+    return stemmer
+
+
+def analyze(text: str) -> str:
+    """``text`` as the BM25 lane indexes and queries it: stems of its non-stopword words, space-joined."""
+    words = [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    return " ".join(_stemmer().stemWords(words))
+
+
+@lru_cache(maxsize=4096)
+def analyze_query(query: str) -> str:
+    return analyze(query)
