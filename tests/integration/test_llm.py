@@ -55,7 +55,7 @@ class Indexed:
 def corpus(llm_settings: Settings) -> Iterator[Indexed]:
     data = load_dataset(DATA / "scifact", max_queries=4, corpus_limit=40, seed=5)
     settings = dataclasses.replace(llm_settings, collection_prefix=f"TestLLM{uuid.uuid4().hex[:8]}",
-                                   llm_max_tokens=96, llm_context_tokens=600)
+                                   llm_max_tokens=48, llm_context_tokens=400)
     vectors = WeaviateStore.connect(settings)
     try:
         indexed = Indexed(settings, vectors, make_embedder(settings), data.documents, [q.text for q in data.queries])
