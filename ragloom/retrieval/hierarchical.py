@@ -32,8 +32,9 @@ class HierarchicalRetriever(Retriever):
     From ``start_level`` down to the level above the leaves, each level is searched only among the children of
     the chunks the level above kept: ``level_top_k[i]`` (else ``coarse_k``) best, dropping scores under
     ``level_min_score[i]`` (else ``min_score``). The leaves are then searched among the last level's children
-    for ``k * leaf_multiplier`` candidates. No level above the leaves, or a level keeping nothing: a flat
-    search over the leaves, named in ``fallbacks``.
+    for ``k * leaf_multiplier`` candidates. A level keeping nothing (every chunk under its floor) returns no
+    items (``empty_level="empty"``), or with ``empty_level="flat"`` searches the leaves flat, named in
+    ``fallbacks``. No level above the leaves (a flat collection): a flat search, named in ``fallbacks``.
 
     Auto-merge: when at least 2 retrieved children of one parent cover at least ``merge_threshold`` of its
     text, the parent replaces them (at the best child's place and score; repeated up the levels). Children
@@ -66,6 +67,9 @@ class HierarchicalRetriever(Retriever):
                                   help="share of a parent's text its retrieved children must cover to merge"),
         "expand": Option("none", choices=EXPAND_MODES,
                          help="return each hit's parent, or its whole document (level 0), instead of the hit"),
+        "empty_level": Option("empty", choices=("empty", "flat"),
+                              help="a level where no chunk passes its floor: return nothing (empty), or search "
+                                   "the leaves flat (flat)"),
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
@@ -79,6 +83,10 @@ class HierarchicalRetriever(Retriever):
             items = self._search(request, options, top_k, _level(level), _parents(parent_ids) if parent_ids else None)
             items = [item for item in items if item.score >= floor]
             if not items:
+                if options["empty_level"] == "empty":
+                    request.info["hierarchical"] = {"leaf_level": leaf, "empty_level": level,
+                                                    "levels_searched": sorted(kept) + [level]}
+                    return []
                 request.fallbacks.append(f"hierarchical->flat: no level-{level} chunk scored >= {floor}")
                 kept.clear()
                 parent_ids = None

@@ -160,3 +160,12 @@ def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path
             assert hybrid and hybrid[0].document_id == "mice"
         finally:
             vectors.drop_collections()
+
+
+def test_hierarchical_level_with_nothing_above_its_floor(rag, obliqa):
+    query = obliqa.queries[0].text
+    common = {"min_score": 0.99, **NO_POST}  # no section scores a cosine of 0.99
+    empty = rag.query(query, strategy="hierarchical", k=5, **common)
+    assert empty.items == [] and empty.metadata["hierarchical"]["empty_level"] == 1
+    flat = rag.query(query, strategy="hierarchical", k=5, empty_level="flat", **common)
+    assert flat.items and flat.metadata["fallbacks"][0].startswith("hierarchical->flat: no level-1 chunk")
