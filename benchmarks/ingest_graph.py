@@ -91,7 +91,8 @@ def print_synonyms(synonyms: list[dict], vectors: EntityVectors, params: Synonym
     kinds = [type_kind(t) for t in vectors.types]
     for threshold in (0.7, 0.75, 0.8, 0.85, 0.9, 0.95):
         swept = synonym_pairs(vectors.ids, vectors.vectors, kinds, [], vectors.vectors[:0], [],
-                              SynonymParams(threshold=threshold, neighbours=params.neighbours))
+                              SynonymParams(threshold=threshold, neighbours=params.neighbours),
+                              dict(zip(vectors.ids, vectors.names, strict=True)))
         print(f"  threshold {threshold:.2f}: {len(swept)} pairs (all entities as one batch)")
     bands = [(0.95, 1.01), (0.9, 0.95), (0.85, 0.9), (params.threshold, 0.85)]
     for low, high in bands:
@@ -148,7 +149,8 @@ def main() -> None:
                     print(f"  run {i + 1} {name}: {rate(len(chunks), report.seconds):.1f} chunks/s "
                           f"(sync {report.seconds:.1f}s); waiting on extraction {report.extract_seconds:.1f}s, "
                           f"on writes {report.write_seconds:.1f}s (write work {report.write_work_seconds:.1f}s"
-                          + (f", of it synonym pass {report.synonym_seconds:.1f}s" if name == WITH else "") + ")")
+                          + (f", of it synonym pass {report.synonym_seconds:.1f}s, "
+                             f"{report.synonym_embed_seconds:.1f}s of that embedding" if name == WITH else "") + ")")
             if report.entities_embedded == 0:  # the last run was the one without: the graph needs its synonyms
                 store.clear()
                 sync_graph(store, extractor, STRATEGY, chunks, **variants[WITH])

@@ -119,6 +119,15 @@ def initials(key: str) -> str:
     return "".join(w[0] for w in words) if len(words) >= 2 else ""
 
 
+def contrasting_names(a: str, b: str) -> bool:
+    """Whether two names differ in a word that makes them different things however alike they read: a
+    number or ordinal ("35th"/"36th Chess Olympiad"), a roman numeral ("Henry III"/"Henry VIII") or a
+    contrastive word ("Southern"/"Northern Netherlands"). Embeddings barely see these words."""
+    ta, tb = set(normalize_name(a).split()), set(normalize_name(b).split())
+    return any(any(ch.isdigit() for ch in word) or _ROMAN.match(word) or word in _CONTRASTIVE
+               for word in ta ^ tb)
+
+
 def make_entity_id(entity_type: str, key: str) -> str:
     """Deterministic entity id from (type, normalized canonical name): re-runs and other batches agree."""
     return sha256_hex(f"entity\x1f{entity_type}\x1f{key}")[:32]

@@ -36,6 +36,7 @@ class GraphSyncReport(SyncReport):
     entities_embedded: int = 0  # entity names embedded (entities new to the graph, or embedded by another model)
     synonym_edges: int = 0  # SYNONYM edges written for them
     synonym_seconds: float = 0.0  # embedding names, kNN and writing embeddings and edges (on the writer thread)
+    synonym_embed_seconds: float = 0.0  # of it, embedding the names
     extraction_processes: int = 0  # spaCy processes the extraction ran in (1: in the run's own process)
     waves: int = 0  # extraction waves written one after the other
     extract_seconds: float = 0.0  # waiting for extraction (parsing and resolution)
@@ -95,6 +96,7 @@ def _synonym_figures(report: GraphSyncReport, linker: SynonymLinker | None) -> N
         report.entities_embedded = linker.stats.entities_embedded
         report.synonym_edges = linker.stats.synonym_edges
         report.synonym_seconds = linker.stats.seconds
+        report.synonym_embed_seconds = linker.stats.embed_seconds
 
 
 def _write_wave(store: Neo4jStore, linker: SynonymLinker | None, extraction: Extraction) -> None:

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragloom.errors import ConfigError
+from ragloom.extraction.resolution import contrasting_names
 from ragloom.indexing.synonyms import SynonymParams, synonym_pairs
 
 
@@ -88,3 +89,23 @@ def test_pairs_match_brute_force(n_new, n_old, threshold, neighbours, seed):
     assert {(a, b) for a, b, _ in got} == set(expected)
     for a, b, score in got:
         assert a < b and score == pytest.approx(expected[(a, b)], abs=1e-5)
+
+
+@pytest.mark.parametrize(("a", "b", "contrast"), [
+    ("35th Chess Olympiad", "36th Chess Olympiad", True),  # MuSiQue, cosine 0.959 with MiniLM
+    ("Southern Netherlands", "Northern Netherlands", True),  # 0.891
+    ("Henry III", "Henry VIII", True),
+    ("2006 Census Bureau", "Census Bureau", True),
+    ("Nelson Mandela", "Mandela", False),  # 0.960: one person
+    ("U.S. Supreme Court", "United States Supreme Court", False),
+    ("New York", "New York City", False),
+])
+def test_contrasting_names(a, b, contrast):
+    assert contrasting_names(a, b) == contrast
+
+
+def test_contrasting_names_are_never_linked():
+    same = unit(angle(0), angle(1), angle(2))
+    names = {"a": "35th Chess Olympiad", "b": "36th Chess Olympiad", "c": "Chess Olympiad"}
+    pairs = synonym_pairs(["a", "b", "c"], same, ["thing"] * 3, [], NONE, [], SynonymParams(), names)
+    assert pairs == [] and len(synonym_pairs(["a", "b", "c"], same, ["thing"] * 3, [], NONE, [], SynonymParams())) == 3
