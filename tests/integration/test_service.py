@@ -145,6 +145,8 @@ def service(settings, weaviate_client, neo4j_driver, tmp_path_factory):
            "RAGLOOM_UPLOADS_DIR": str(uploads), "RAGLOOM_ARTIFACTS_DIR": str(artifacts),
            "RAGLOOM_SERVICE_KEYS_FILE": str(key_file), "RAGLOOM_SERVICE_SWEEP_SECONDS": "1",
            "RAGLOOM_SERVICE_RATE_PER_MINUTE": str(RATE_PER_MINUTE), "RAGLOOM_SERVICE_MAX_BODY_BYTES": str(MAX_BODY),
+           # the local model, when `stack up --llm` provisioned one, answers briefly (a 270M model on busy cores)
+           "RAGLOOM_LLM_MAX_TOKENS": "16", "RAGLOOM_LLM_CONTEXT_TOKENS": "300", "RAGLOOM_LLM_TIMEOUT_SECONDS": "150",
            "PYTHONUNBUFFERED": "1"}
     log = root / "service.log"
     proc = None
@@ -207,6 +209,8 @@ def test_query_returns_cited_items_within_the_callers_scope(service):
                 "shared.md", "acme.md", "alice.md", "fjord.md"}
         bad = _query(alice, "x", filters={"scope_path": "globex"})
         assert bad.status_code == 400 and "scope" in bad.json()["detail"]
+        for sneaky in ({"scope": "globex"}, {"namespaces": ["x"]}, {"filters": {}}, {"nope": 1}):
+            assert _query(alice, "x", options=sneaky).status_code == 400, sneaky
     with service.client() as anonymous:
         assert anonymous.get("/healthz").json() == {"status": "ok"}
         ready = anonymous.get("/readyz").json()
@@ -221,7 +225,8 @@ def test_query_returns_cited_items_within_the_callers_scope(service):
 
 def test_ask_answers_from_the_callers_scope_only(service):
     with service.client("carol") as carol:
-        r = carol.post("/v1/ask", json={"query": "What is the quillion plan?", "k": 5, "options": {"abstain": False}})
+        r = carol.post("/v1/ask", json={"query": "What is the quillion plan?", "k": 3, "options": {"abstain": False}},
+                       timeout=200)
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["context"] and {c["document_id"] for c in body["context"]} <= {

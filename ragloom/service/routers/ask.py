@@ -6,12 +6,14 @@ from fastapi import APIRouter, Request
 
 from ragloom.service.auth import CallerDep
 from ragloom.service.models import AskRequest, AskResponse
+from ragloom.service.routers.query import check_options
 
 router = APIRouter(prefix="/v1", tags=["ask"])
 
 
 @router.post("/ask", response_model=AskResponse, summary="Answer with citations from the caller's scope")
 async def ask(body: AskRequest, request: Request, who: CallerDep) -> AskResponse:
+    check_options(body.options)
     scope = who.narrow(body.scope)
     rag = request.app.state.rag
     answer = await rag.run_blocking(

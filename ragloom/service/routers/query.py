@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 
 from ragloom.dynamic import DYNAMIC
 from ragloom.service.auth import Caller, CallerDep
@@ -12,6 +12,8 @@ from ragloom.service.models import QueryRequest, QueryResponse, ResultItem, Span
 from ragloom.types import HEADING_SEPARATOR, RetrievalResult, RetrievedItem
 
 router = APIRouter(prefix="/v1", tags=["query"])
+REQUEST_FIELDS = {"text", "query", "question", "strategy", "k", "filters", "scope", "chunking", "exclude_dynamic",
+                  "namespaces", "options", "generation", "transforms", "token_budget", "use_cache", "on_token"}
 _CORE = ("title", "source_path", "start", "end", "scope_path", "scope_tenant", "scope_user", "scope_chat",
          "scope_agent", "vector")
 
@@ -41,8 +43,16 @@ def result_body(result: RetrievalResult) -> QueryResponse:
     return QueryResponse(query=result.query, items=[item_body(i) for i in result.items], metadata=result.metadata)
 
 
+def check_options(options: dict[str, Any]) -> None:
+    """Options are the strategies' own; the request's fields (scope above all) cannot be given again in them."""
+    clash = sorted(set(options) & REQUEST_FIELDS)
+    if clash:
+        raise HTTPException(400, f"options {clash} are request fields, not options")
+
+
 async def run_query(request: Request, who: Caller, body: QueryRequest) -> RetrievalResult:
     """The query, narrowed to the caller's scope, with its metrics recorded."""
+    check_options(body.options)
     scope = who.narrow(body.scope)
     state = request.app.state
     result = await state.rag.aquery(body.query, strategy=body.strategy, k=body.k, filters=body.filters,
