@@ -208,19 +208,24 @@ class Ragloom:
         out.latency_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return out
 
-    def warm(self, strategy: str = "hybrid") -> None:
-        """Load now what ``strategy`` needs (embedder; spaCy and Neo4j for graph_rag), so a first query's
-        latency is the query's alone. A graph that cannot load is left for the query to report as a fallback."""
+    def warm(self, strategy: str = "hybrid", chunking: str | None = None) -> None:
+        """Load now what ``strategy`` needs (embedder; spaCy, Neo4j and the in-process graph of ``chunking``
+        for graph strategies), so a first query's latency is the query's alone. A graph that cannot load is
+        left for the query to report as a fallback."""
         cls = strategy_class(strategy if strategy in available_strategies() else FALLBACK_STRATEGY)
         if cls.needs_embedder:
             _ = self.context.embedder
         self.context.reranker()  # a model that cannot load is reported in each result, not raised here
         if cls.needs_graph:
-            self.context.graph()
+            from ragloom.retrieval.graph_rag import graph_snapshot
+
+            store, _why = self.context.graph()
             try:
                 _ = self.context.nlp
+                if store is not None:
+                    graph_snapshot(self.context, store, chunking or cls.default_chunking)
             except RagloomError as e:
-                log.warning("spaCy model not loaded: %s", e)
+                log.warning("graph retrieval not warmed: %s", e)
 
     def _visibility(self, retriever: Retriever, filters: Mapping[str, Any] | str | None, exclude_dynamic: bool,
                     namespaces: Sequence[str] | None) -> Mapping[str, Any] | str | None:

@@ -58,7 +58,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     scope, options = _retrieval_inputs(args)
     started = time.perf_counter()
     with Ragloom.from_settings(Settings.from_env()) as rag:
-        rag.warm(args.strategy)
+        rag.warm(args.strategy, args.chunking)
         load_ms = (time.perf_counter() - started) * 1000
         result = rag.query(args.text, strategy=args.strategy, k=args.k, filters=args.filter or None,
                            scope=scope, chunking=args.chunking, **options)

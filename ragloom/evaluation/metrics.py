@@ -1,7 +1,8 @@
 """Retrieval metrics through ranx, at document and passage level, with bootstrap confidence intervals.
 
 Document level: the retrieved chunks of a query collapse to their documents, each document keeping the
-rank of its first chunk; recall@5, recall@10, nDCG@10 and MRR@10 are ranx's over that document list.
+rank of its first chunk; recall@2, recall@5, recall@10, nDCG@10 and MRR@10 are ranx's over that document
+list, and ar@5 is 1 for a query whose gold units are all in the top 5 (recall@5 = 1), else 0.
 
 Passage level (datasets with gold passage spans): a retrieved chunk is relevant to a gold passage of
 the same document when their character spans overlap by at least half of the shorter of the two
@@ -29,12 +30,15 @@ import numpy as np
 from ragloom.errors import ConfigError
 from ragloom.evaluation.datasets import Passage, Qrels
 
-METRICS = ("recall@5", "recall@10", "ndcg@10", "mrr@10")
+# ar@5: share of questions with all their gold units in the top 5 (HippoRAG's "AR@5"), from recall@5.
+METRICS = ("recall@2", "recall@5", "recall@10", "ar@5", "ndcg@10", "mrr@10")
+_RANX_METRICS = ("recall@2", "recall@5", "recall@10", "ndcg@10", "mrr@10")
 TOKEN_BUDGETS = (512, 1024, 2048)
 BUDGET_METRICS = tuple(f"tokrecall@{b}" for b in TOKEN_BUDGETS)
 CHARS_PER_TOKEN = 4  # a hit that does not say its token count (baseline units) is estimated from its span
-_PASSAGE_CUTOFF = {"recall@5": 5, "recall@10": 10, "ndcg@10": 10, "mrr@10": 10}
-_PASSAGE_METRIC = {"recall@5": "recall", "recall@10": "recall", "ndcg@10": "ndcg", "mrr@10": "mrr"}
+_PASSAGE_CUTOFF = {"recall@2": 2, "recall@5": 5, "recall@10": 10, "ndcg@10": 10, "mrr@10": 10}
+_PASSAGE_METRIC = {"recall@2": "recall", "recall@5": "recall", "recall@10": "recall", "ndcg@10": "ndcg",
+                   "mrr@10": "mrr"}
 
 
 @dataclass(frozen=True)
@@ -152,20 +156,26 @@ def _ranx_scores(qrels: Qrels, rankings: Mapping[str, list[str]], metrics: Seque
 
 
 def document_scores(runs: Runs, qrels: Qrels) -> PerQuery:
-    """recall@5, recall@10, nDCG@10, MRR@10 per query at document level."""
+    """recall@2, recall@5, recall@10, ar@5, nDCG@10, MRR@10 per query at document level."""
     if not qrels:
         raise ConfigError("no relevance judgements to score against")
-    return _ranx_scores(qrels, {q: document_ranking(runs.get(q, ())) for q in qrels}, METRICS)
+    scores = _ranx_scores(qrels, {q: document_ranking(runs.get(q, ())) for q in qrels}, _RANX_METRICS)
+    return _with_all_recall(scores)
+
+
+def _with_all_recall(scores: PerQuery) -> PerQuery:
+    scores["ar@5"] = (scores["recall@5"] >= 1.0 - 1e-9).astype(float)
+    return {m: scores[m] for m in METRICS}
 
 
 def passage_scores(runs: Runs, passage_qrels: Qrels, passages: Mapping[str, Passage]) -> PerQuery:
-    """The same four metrics per query at passage level (span overlap), and recall at each token budget
+    """The same ranking metrics per query at passage level (span overlap), and recall at each token budget
     (see the module docstring)."""
     if not passage_qrels:
         raise ConfigError("no passage relevance judgements to score against")
     out: PerQuery = {}
     for cutoff in sorted(set(_PASSAGE_CUTOFF.values())):
-        names = [m for m in METRICS if _PASSAGE_CUTOFF[m] == cutoff]
+        names = [m for m in _RANX_METRICS if _PASSAGE_CUTOFF[m] == cutoff]
         rankings = {q: passage_ranking(list(runs.get(q, ()))[:cutoff], [passages[p] for p in rel])
                     for q, rel in passage_qrels.items()}
         scored = _ranx_scores(passage_qrels, rankings, sorted({_PASSAGE_METRIC[m] for m in names}))
@@ -174,6 +184,7 @@ def passage_scores(runs: Runs, passage_qrels: Qrels, passages: Mapping[str, Pass
     for budget, name in zip(TOKEN_BUDGETS, BUDGET_METRICS, strict=True):
         out[name] = np.array([budget_recall(list(runs.get(q, ())), [passages[p] for p in passage_qrels[q]], budget)
                               for q in query_ids])
+    out["ar@5"] = (out["recall@5"] >= 1.0 - 1e-9).astype(float)
     return {m: out[m] for m in level_metrics("passage")}
 
 

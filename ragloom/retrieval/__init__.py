@@ -1,4 +1,4 @@
-"""Retrieval: one Retriever interface, five registered strategies, filters, fusion and post-processing."""
+"""Retrieval: one Retriever interface, six registered strategies, filters, fusion and post-processing."""
 
 from ragloom.filters import build_where, parse_filters
 from ragloom.retrieval.base import (
@@ -22,6 +22,7 @@ from ragloom.retrieval.fusion import fuse, rrf, weighted
 from ragloom.retrieval.graph_rag import GraphRagRetriever
 from ragloom.retrieval.hierarchical import HierarchicalRetriever
 from ragloom.retrieval.hybrid import HybridRetriever
+from ragloom.retrieval.multi_hop import MultiHopRetriever
 from ragloom.retrieval.options import Option
 from ragloom.retrieval.postprocess import Citation, assemble_context, lost_in_the_middle, remove_near_duplicates
 
@@ -35,6 +36,7 @@ __all__ = [
     "HierarchicalRetriever",
     "HybridRetriever",
     "Option",
+    "MultiHopRetriever",
     "RetrievalContext",
     "Retriever",
     "SearchRequest",

@@ -1,167 +1,207 @@
-"""graph_rag: seed entities from the query, walk the entity graph, fetch the chunks that mention what it
-reached, fuse them with a vector lane, and prepend the visited subgraph as a context item."""
+"""graph_rag: Personalized PageRank over the chunk–entity graph, seeded by the query's entities, the entities
+of the best hybrid hits and (lightly) every hybrid candidate; chunks ranked by the walk's probability mass,
+after a context item stating the part of the graph around the query."""
 
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
 from ragloom.errors import RagloomError
-from ragloom.retrieval import fusion, lanes
+from ragloom.retrieval import lanes, ppr
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
-from ragloom.retrieval.hybrid import HybridRetriever
+from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk
 from ragloom.retrieval.options import Option
-from ragloom.retrieval.postprocess import GRAPH_SOURCE, dense_cosine
-from ragloom.stores.base import GraphStore
-from ragloom.stores.cypher import MAX_WALK_HOPS
-from ragloom.types import COOCCURS, RetrievedItem, sha256_hex
+from ragloom.retrieval.postprocess import GRAPH_SOURCE
+from ragloom.types import RetrievedItem, sha256_hex
 
 log = logging.getLogger(__name__)
 
+MAX_NAME_WORDS = 6  # query word n-grams looked up as entity names
+CONTEXT_ENTITIES = 15  # entities with the most mass considered for the context item
+_WORD = re.compile(r"[^\W_][\w'’.&-]*")
 
 
 @register_retrieval_strategy("graph_rag")
 class GraphRagRetriever(Retriever):
-    """(1) seeds: spaCy entities of the query matched by name, plus the Neo4j full-text index over entity names
-    and aliases; (2) walk up to ``max_hops`` (capped at 3) along ``relation_types`` (empty = all); (3) the chunks
-    mentioning visited entities, fetched from Weaviate under the query's scope, plus the ``vector_lane``;
-    (4) RRF of the two, after a context item (``metadata["source"] == "graph_rag"``, rank 0) that states the
-    visited subgraph as ``Entity (TYPE) -[relation]-> Other (TYPE)`` lines.
+    """(1) the ``vector_lane`` (hybrid by default) fetches ``candidates`` chunks; (2) seeds: entities the query
+    names (spaCy's names and word n-grams matched to graph entities by normalised name) and the entities of the
+    ``seed_chunks`` best candidates, each weighted by its score ÷ the number of chunks mentioning it (the
+    ``max_seeds`` heaviest kept), plus every candidate chunk at its min-max normalised score ×
+    ``passage_weight``; (3) Personalized PageRank (``damping`` = probability of following an edge) over the
+    in-process graph of the chunking strategy, restricted to the scopes the query may read; (4) chunks ranked
+    by mass, after a context item (``metadata["source"] == "graph_rag"``, rank 0) stating relations between the
+    entities with the most mass, named only when both names appear in a returned chunk.
 
-    No graph store, no seed entity, or no chunk in scope reached: the hybrid strategy answers, and
+    No graph store, an unreadable graph, or no seed entity: the vector lane's own ranking answers, and
     ``metadata["fallbacks"]`` says why.
-
-    Only edges whose two entities both appear in a chunk the query may read are written into the context item,
-    so the subgraph never carries names from another scope's documents.
     """
 
-    summary = "entities of the query, walked in the entity graph, fused with a vector lane"
+    summary = "Personalized PageRank over the chunk-entity graph, seeded by the query's entities and a vector lane"
 
     needs_graph = True
     declared_options: dict[str, Option] = {
-        "max_hops": Option(1, min=1, max=MAX_WALK_HOPS,  # MuSiQue R@10: 1 hop 0.700, 2 hops 0.688 (hybrid 0.665)
-                           help="relations walked from the seed entities"),
-        "relation_types": Option((), kind=tuple, help=f"relation types walked, e.g. [{COOCCURS}, found]; [] = all"),
-        "seed_limit": Option(5, min=1, help="full-text hits per seed lookup"),
-        "seed_min_ratio": Option(0.5, min=0.0, max=1.0,
-                                 help="full-text seed hits scoring under this share of the best are dropped"),
-        "max_seeds": Option(10, min=1, help="seed entities at most"),
-        "walk_limit": Option(200, min=1, help="relations followed at most"),
-        "graph_chunk_limit": Option(50, min=1, help="chunks taken from the graph lane"),
-        "graph_order": Option("cosine", choices=("cosine", "graph"),
-                              help="order of the graph lane: cosine to the query, or the store's graph score"),
-        "graph_weight": Option(1.0, min=0.0, help="RRF weight of the graph lane (the vector lane has 1)"),
-        "vector_lane": Option("hybrid", choices=("dense", "hybrid"), help="the vector lane fused with the graph"),
+        "candidates": Option(50, min=1, max=1000,
+                             help="chunks the vector lane fetches: the passage seeds, and the answer on a fallback"),
+        "passage_weight": Option(0.05, min=0.0, max=10.0,
+                                 help="reset weight of the best candidate chunk (min-max scaled; entity seeds <= 1)"),
+        "damping": Option(0.5, min=0.0, max=0.99, help="probability of following an edge (1 - damping restarts)"),
+        "seed_chunks": Option(5, min=0, max=1000, help="best candidates whose entities seed the walk"),
+        "max_seeds": Option(20, min=0, max=1000, help="entity seeds kept, heaviest (score / chunk frequency) first"),
+        "query_entities": Option(True, help="seed the entities the query names"),
+        "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),
+        "cooccurrence_weight": Option(0.5, min=0.0, max=100.0, help="edge factor of same-sentence co-occurrence"),
+        "synonym_weight": Option(1.0, min=0.0, max=100.0, help="edge factor of synonym edges (x similarity)"),
+        "max_iter": Option(30, min=1, max=1000, help="power iterations at most"),
+        "vector_lane": Option("hybrid", choices=("dense", "hybrid"), help="the lane that seeds the passages"),
         "alpha": Option(0.5, min=0.0, max=1.0, help="vector_lane=hybrid: 0 = BM25 only, 1 = vector only"),
         "fusion_type": Option("relative_score", choices=lanes.HYBRID_FUSION_TYPES,
                               help="vector_lane=hybrid: how Weaviate fuses its BM25 and vector scores"),
-        "lane_multiplier": Option(3, min=1, help="the vector lane fetches k x this many candidates"),
-        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, help="the k in weight / (rrf_k + rank) fusing the two lanes"),
-        "graph_context": Option(True, help="prepend the visited subgraph as a context item (rank 0)"),
-        "context_edges": Option(30, min=1, help="edges written into the context item at most"),
+        "graph_context": Option(True, help="prepend the subgraph around the query as a context item (rank 0)"),
+        "context_edges": Option(30, min=0, max=1000, help="edges written into the context item at most"),
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
-        graph, why = self.context.graph()
-        if graph is None:
-            return self._fallback(request, options, why)
         request.vector()  # embed once, before the lanes split
-        # The vector lane waits on Weaviate while spaCy and Neo4j work here: run it alongside.
-        per_lane = request.fetch_k * options["lane_multiplier"]
-        vector_lane = _lane_pool().submit(lanes.run, options["vector_lane"], request, self.chunking, per_lane,
-                                          alpha=options["alpha"], fusion_type=options["fusion_type"])
+        # The lane waits on Weaviate while spaCy and the graph work here: run it alongside.
+        lane = _lane_pool().submit(lanes.run, options["vector_lane"], request, self.chunking,
+                                   max(options["candidates"], request.fetch_k), alpha=options["alpha"],
+                                   fusion_type=options["fusion_type"])
+        store, why = self.context.graph()
+        if store is None:
+            return _fallback(request, lane, why)
         try:
-            seeds = self._seeds(request, graph, options)
-            if not seeds:
-                return self._fallback(request, options, "no seed entities in the query")
-            with request.stage("graph_walk"):
-                walked = graph.walk([s["entity_id"] for s in seeds], options["max_hops"],
-                                    relation_types=list(options["relation_types"]) or None,
-                                    limit=options["walk_limit"], scope_paths=request.scope.visible_paths())
-            entity_ids = _unique([s["entity_id"] for s in seeds] + [n["entity_id"] for n in walked["nodes"]])
-            with request.stage("graph_chunks"):
-                scored = graph.chunks_for_entities(entity_ids, self.chunking, scope_paths=request.scope.visible_paths(),
-                                                   limit=options["graph_chunk_limit"])
+            with request.stage("graph_load"):
+                graph = graph_snapshot(self.context, store, self.chunking)
+                weights = EdgeWeights(svo=options["svo_weight"], cooccurrence=options["cooccurrence_weight"],
+                                      synonym=options["synonym_weight"])
+                walk = graph.walk_matrix(request.scope.visible_paths(), weights)
         except RagloomError as e:  # Neo4j failing mid-query: answer from the vectors, and say so
-            return self._fallback(request, options, f"graph store failed: {e}")
-        request.lane("graph")
-        graph_items = self._fetch(request, scored, options)
-        request.info["graph"] = {"seeds": [s["name"] for s in seeds], "entities_visited": len(entity_ids),
-                                 "edges": len(walked["edges"]), "chunks": len(graph_items)}
-        if not graph_items:
-            return self._fallback(request, options, "the graph reached no chunk in scope")
-        vector_items = vector_lane.result()
-        with request.stage("fusion"):
-            fused = fusion.rrf({"graph": graph_items, options["vector_lane"]: vector_items}, k=request.fetch_k,
-                               rrf_k=options["rrf_k"], weights={"graph": options["graph_weight"]})
-            if options["graph_context"]:
-                context = subgraph_item(walked, seeds, graph_items, options["context_edges"])
-                if context is not None:
-                    fused.insert(0, context)
-        return fused
-
-    def _seeds(self, request: SearchRequest, graph: GraphStore, options: dict[str, Any]) -> list[dict[str, Any]]:
-        """Entities the query names: spaCy's names matched exactly (normalized), each unmatched name looked up
-        in the full-text index; with no name at all, the full-text index over the whole query. Full-text hits
-        below ``seed_min_ratio`` of the best one are dropped: single common words match many entities."""
+            return _fallback(request, lane, f"graph store failed: {e}")
+        named = self._named_entities(request, graph, walk) if options["query_entities"] else []
+        candidates = lane.result()
         with request.stage("graph_seeds"):
-            names: list[str] = []
-            try:
-                nlp = self.context.nlp
-            except RagloomError as e:  # without spaCy the full-text index still finds seeds
-                nlp = None
-                request.fallbacks.append(f"graph_rag seeds: spaCy unavailable ({e}); full-text index only")
-            if nlp is not None:
-                from ragloom.extraction import query_entities
-
-                names = query_entities(nlp, request.query)
-            visible = request.scope.visible_paths()  # a sibling scope's entities are never seeds
-            found = graph.entities_by_names(names, scope_paths=visible) if names else []
-            matched = {e.get("norm", "") for e in found}  # query_entities returns normalized names
-            lookups = [n for n in names if n not in matched] if names else [request.query]
-            for text in lookups:
-                hits = graph.search_entities(text, limit=options["seed_limit"], scope_paths=visible)
-                if hits:
-                    best = max(float(h["score"]) for h in hits)
-                    found += [h for h in hits if float(h["score"]) >= options["seed_min_ratio"] * best]
-        seeds: dict[str, dict[str, Any]] = {}
-        for entity in found:
-            seeds.setdefault(entity["entity_id"], entity)
-        return list(seeds.values())[: options["max_seeds"]]
-
-    def _fetch(self, request: SearchRequest, scored: list[tuple[str, float]],
-               options: dict[str, Any]) -> list[RetrievedItem]:
-        """The graph lane's chunks from Weaviate, re-checked against the scope and the user's filters."""
-        if not scored:
-            return []
-        graph_score = dict(scored)
-        where = request.where()
-        items = store_call(request, "fetch", lambda: self.context.vectors.fetch(
-            self.chunking, list(graph_score), where=where,
-            include_vectors=request.include_vectors or options["graph_order"] == "cosine"))
-        for item in items:
-            item.score = float(graph_score.get(item.chunk_id, 0.0))
-            item.lane_scores["graph"] = item.score
-        if options["graph_order"] == "cosine":
-            vector = request.vector()
-            cosine = {i.chunk_id: dense_cosine(i, vector) or 0.0 for i in items}
-            for item in items:
-                item.lane_scores["dense"] = cosine[item.chunk_id]
-            items.sort(key=lambda i: -cosine[i.chunk_id])
-            if not request.include_vectors:
-                for item in items:
-                    item.metadata.pop("vector", None)
-        else:
-            items.sort(key=lambda i: -i.score)
+            nodes = [graph.chunk_node(item.chunk_id) for item in candidates]
+            scored = {n: float(item.score) for n, item in zip(nodes, candidates, strict=True)
+                      if n is not None and walk.visible_chunks[n]}
+            normalised = dict(zip(scored, ppr.min_max(scored.values()), strict=True))
+            top = sorted(scored, key=lambda n: -scored[n])[: options["seed_chunks"]]
+            entities = ppr.entity_seeds(named, {n: graph.entities_of(n) for n in top}, normalised,
+                                        graph.chunk_frequency, max_seeds=options["max_seeds"])
+        if not entities:
+            return _fallback(request, lane, "no seed entities in the graph for this query")
+        with request.stage("ppr"):
+            reset = np.zeros(graph.n_chunks + graph.n_entities)
+            for node, weight in ppr.passage_seeds(scored, options["passage_weight"]).items():
+                reset[node] = weight
+            for entity, weight in entities.items():
+                reset[graph.n_chunks + entity] = weight
+            mass = ppr.personalized_pagerank(walk.transposed, walk.dangling, reset, damping=options["damping"],
+                                             max_iter=options["max_iter"])
+        items = self._ranked(request, graph, walk, mass, candidates)
+        request.lane("graph")
+        request.info["graph"] = {
+            "seeds": [graph.entity_names[e] for e in entities], "named_in_query": len(named),
+            "passage_seeds": len(scored), "chunks": graph.n_chunks, "entities": graph.n_entities,
+            "graph_version": str(graph.version)}
+        if options["graph_context"]:
+            context = _context_item(graph, walk, mass, entities, items, options["context_edges"])
+            if context is not None:
+                return [context, *items]
         return items
 
-    def _fallback(self, request: SearchRequest, options: dict[str, Any], reason: str) -> list[RetrievedItem]:
-        request.fallbacks.append(f"graph_rag->hybrid: {reason}")
-        log.info("graph_rag falls back to hybrid: %s", reason)
-        hybrid = HybridRetriever(self.context, chunking=self.chunking)
-        return hybrid.get_search_results(request, **{**hybrid.options, "alpha": options["alpha"],
-                                                     "fusion_type": options["fusion_type"]})
+    def _named_entities(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk) -> list[int]:
+        with request.stage("graph_seeds"):
+            return [e for e in graph.match_names(query_names(self.context, request)) if walk.visible_entities[e]]
+
+    def _ranked(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk, mass: np.ndarray,
+                candidates: list[RetrievedItem]) -> list[RetrievedItem]:
+        """Readable chunks by mass; chunks the lane did not return are fetched under the scope and filters."""
+        chunk_mass = np.where(walk.visible_chunks, mass[: graph.n_chunks], 0.0)
+        want = request.fetch_k
+        order = np.argsort(-chunk_mass, kind="stable")[: want * 2]
+        ranked_ids = [graph.chunk_ids[n] for n in order if chunk_mass[n] > 0]
+        by_id = {item.chunk_id: item for item in candidates}
+        missing = [c for c in ranked_ids if c not in by_id]
+        if missing:
+            where = request.where()
+            fetched = store_call(request, "fetch", lambda: self.context.vectors.fetch(
+                self.chunking, missing, where=where, include_vectors=request.include_vectors))
+            by_id.update({item.chunk_id: item for item in fetched})
+        out: list[RetrievedItem] = []
+        for chunk_id in ranked_ids:
+            item = by_id.get(chunk_id)
+            if item is None:  # filtered out by the user's filters (or gone from Weaviate)
+                continue
+            node = graph.chunk_node(chunk_id)
+            item.score = float(chunk_mass[node])
+            item.lane_scores["graph"] = item.score
+            out.append(item)
+            if len(out) >= want:
+                return out
+        taken = {item.chunk_id for item in out}
+        out.extend(item for item in candidates if item.chunk_id not in taken)  # chunks the graph does not hold
+        return out[:want]
+
+
+def query_names(context: Any, request: SearchRequest) -> list[str]:
+    """Normalised names the query may mention: spaCy's entity names and every word n-gram (single stop
+    words and words under 3 letters left out); matched against the graph's normalised names and aliases."""
+    from ragloom.extraction import normalize_name, query_entities
+
+    names: list[str] = []
+    stop_words: frozenset[str] = frozenset()
+    try:
+        nlp = context.nlp
+    except RagloomError as e:  # without spaCy the n-grams still find names
+        nlp = None
+        request.fallbacks.append(f"entity names: spaCy unavailable ({e}); word n-grams only")
+    if nlp is not None:
+        names = query_entities(nlp, request.query)
+        stop_words = frozenset(nlp.Defaults.stop_words)
+    words = _WORD.findall(request.query)
+    for size in range(1, MAX_NAME_WORDS + 1):
+        for start in range(len(words) - size + 1):
+            gram = words[start:start + size]
+            if size == 1 and (gram[0].casefold() in stop_words or len(gram[0]) < 3):
+                continue
+            names.append(normalize_name(" ".join(gram)))
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def graph_snapshot(context: Any, store: Any, chunking: str) -> RetrievalGraph:
+    """The current in-process graph of ``chunking`` for this context's graph store (reloaded on a new version)."""
+    cache = context.cache.setdefault(("graph_index", id(store)), GraphCache(store))
+    return cache.get(chunking)
+
+
+def _fallback(request: SearchRequest, lane: Future[list[RetrievedItem]], reason: str) -> list[RetrievedItem]:
+    """The vector lane's own ranking (the lane already in flight is reused, never abandoned)."""
+    request.fallbacks.append(f"graph_rag->hybrid: {reason}")
+    log.info("graph_rag falls back to its vector lane: %s", reason)
+    return lane.result()[: request.fetch_k]
+
+
+def _context_item(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, seeds: dict[int, float],
+                  readable: list[RetrievedItem], max_edges: int) -> RetrievedItem | None:
+    """Relations among the entities with the most mass, in the subgraph_item format."""
+    entity_mass = np.where(walk.visible_entities, mass[graph.n_chunks:], 0.0)
+    top = [int(e) for e in np.argsort(-entity_mass, kind="stable")[:CONTEXT_ENTITIES] if entity_mass[e] > 0]
+    top_set = np.zeros(graph.n_entities, dtype=bool)
+    top_set[top] = True
+    pairs = graph.relation_pairs
+    chosen = np.flatnonzero(top_set[pairs[:, 0]] & top_set[pairs[:, 1]]) if len(pairs) else np.array([], int)
+    support = graph.relation_evidence[chosen] @ walk.visible_chunks.astype(np.float64) if len(chosen) else []
+    edges = [{"source_id": str(pairs[r, 0]), "target_id": str(pairs[r, 1]), "type": graph.relation_types[r],
+              "weight": float(w)} for r, w in zip(chosen, support, strict=True) if w > 0]
+    nodes = [{"entity_id": str(e), "name": graph.entity_names[e], "type": graph.entity_types[e]} for e in top]
+    seed_rows = [{"entity_id": str(e), "name": graph.entity_names[e], "type": graph.entity_types[e]}
+                 for e in seeds if walk.visible_entities[e]]
+    return subgraph_item({"nodes": nodes, "edges": edges}, seed_rows, readable, max_edges)
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -172,10 +212,6 @@ def _lane_pool() -> ThreadPoolExecutor:
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ragloom-vector-lane")
     return _POOL
-
-
-def _unique(ids: list[str]) -> list[str]:
-    return list(dict.fromkeys(ids))
 
 
 def subgraph_item(walked: dict[str, Any], seeds: list[dict[str, Any]], readable: list[RetrievedItem],

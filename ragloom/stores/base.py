@@ -38,16 +38,9 @@ class VectorStore(Protocol):
 
 
 class GraphStore(Protocol):
-    """Entities, relations and their chunks, scoped by visible scope paths (``Neo4jStore``)."""
+    """What graph retrieval reads (``Neo4jStore``): a version that changes with the graph of a chunking
+    strategy, and that graph's rows (ragloom.retrieval.graph_index builds its in-process snapshot from them)."""
 
-    def search_entities(self, text: str, limit: int = 10,
-                        scope_paths: list[str] | None = None) -> list[dict[str, Any]]: ...
+    def graph_version(self, strategy: str) -> str | None: ...
 
-    def entities_by_names(self, names: list[str], limit: int = 50,
-                          scope_paths: list[str] | None = None) -> list[dict[str, Any]]: ...
-
-    def walk(self, entity_ids: list[str], max_hops: int, relation_types: list[str] | None = None,
-             limit: int = 200, scope_paths: list[str] | None = None) -> dict[str, Any]: ...
-
-    def chunks_for_entities(self, entity_ids: list[str], strategy: str, scope_paths: list[str] | None = None,
-                            limit: int = 50) -> list[tuple[str, float]]: ...
+    def retrieval_graph_rows(self, strategy: str) -> dict[str, list[dict[str, Any]]]: ...

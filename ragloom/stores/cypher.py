@@ -304,6 +304,27 @@ ORDER BY score DESC, chunk_id
 LIMIT $limit
 """
 
+# --- the retrieval graph snapshot (ragloom.retrieval.graph_index) -----------------------------------
+
+RETRIEVAL_CHUNKS = """
+MATCH (c:Chunk) WHERE c.ns = $ns AND c.strategy = $strategy
+OPTIONAL MATCH (c)-[m:MENTIONS]->(e:Entity)
+RETURN c.chunk_id AS chunk_id, c.scope_path AS scope_path, collect(e.entity_id) AS entity_ids,
+       collect(m.count) AS counts
+"""
+
+RETRIEVAL_ENTITIES = """
+MATCH (e:Entity) WHERE e.ns = $ns
+RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type, e.norm AS norm,
+       coalesce(e.alias_norms, []) AS alias_norms
+"""
+
+RETRIEVAL_RELATIONS = """
+MATCH (a:Entity)-[r:RELATED_TO]->(b:Entity) WHERE a.ns = $ns
+RETURN a.entity_id AS source, b.entity_id AS target, r.type AS type, r.chunk_ids AS chunk_ids,
+       r.chunk_weights AS chunk_weights
+"""
+
 STATS = """
 CALL () { MATCH (d:Document) WHERE d.ns = $ns RETURN count(d) AS documents }
 CALL () { MATCH (c:Chunk) WHERE c.ns = $ns RETURN count(c) AS chunks }
@@ -533,3 +554,15 @@ def empty_entity_names(ns: str) -> Query:
 
 def dangling_mentions(ns: str) -> Query:
     return DANGLING_MENTIONS, {"ns": ns}
+
+
+def retrieval_chunks(ns: str, strategy: str) -> Query:
+    return RETRIEVAL_CHUNKS, {"ns": ns, "strategy": strategy}
+
+
+def retrieval_entities(ns: str) -> Query:
+    return RETRIEVAL_ENTITIES, {"ns": ns}
+
+
+def retrieval_relations(ns: str) -> Query:
+    return RETRIEVAL_RELATIONS, {"ns": ns}

@@ -370,6 +370,13 @@ class Neo4jStore:
         rows = self._run(cypher.chunks_for_entities(self.namespace, entity_ids, strategy, scope_paths, limit))
         return [(r["chunk_id"], float(r["score"])) for r in rows]
 
+    def retrieval_graph_rows(self, strategy: str) -> dict[str, list[dict]]:
+        """The rows ragloom.retrieval.graph_index builds its snapshot from: chunks of ``strategy`` with their
+        mentions, the namespace's entities and relations (with per-chunk evidence)."""
+        return {"chunks": self._run(cypher.retrieval_chunks(self.namespace, strategy)),
+                "entities": self._run(cypher.retrieval_entities(self.namespace)),
+                "relations": self._run(cypher.retrieval_relations(self.namespace))}
+
     def stats(self, top: int = 10) -> dict:
         """Counts, the ``top`` entities by degree, and every entity's degree (for a histogram)."""
         counts = self._run(cypher.stats(self.namespace))[0]

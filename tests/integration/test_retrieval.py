@@ -214,15 +214,20 @@ def test_graph_rag_prepends_the_visited_subgraph(musique, musique_corpus):
     assert len({i.chunk_id for i in result.items}) == len(result.items)
 
 
-def test_graph_rag_respects_max_hops_and_relation_types(musique_corpus):
+def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_corpus):
     text = "Who scored the first goal of last season for Peter Bonetti's team?"
-    one = musique_corpus.rag.query(text, strategy="graph_rag", k=5, max_hops=1)
-    two = musique_corpus.rag.query(text, strategy="graph_rag", k=5, max_hops=2)
-    assert two.metadata["graph"]["entities_visited"] > one.metadata["graph"]["entities_visited"]
-    none = musique_corpus.rag.query(text, strategy="graph_rag", k=5, relation_types=["no_such_relation"])
-    assert none.metadata["graph"]["edges"] == 0
-    with pytest.raises(RetrievalError, match="max_hops"):
-        musique_corpus.rag.query(text, strategy="graph_rag", max_hops=4)
+    plain = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False)
+    assert plain.metadata["graph"]["named_in_query"] >= 1  # Peter Bonetti
+    # passage seeds alone (no entity seed) would only smooth the vector lane: graph_rag says so and returns it
+    lane_only = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, query_entities=False,
+                                         seed_chunks=0)
+    assert lane_only.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the graph for this query"]
+    assert "graph" not in lane_only.metadata["lanes_run"] and doc_ids(lane_only)
+    heavy = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, passage_weight=5.0)
+    assert doc_ids(heavy) != doc_ids(plain)  # the passage seeds' weight moves the ranking
+    for bad in ({"damping": 1.0}, {"passage_weight": -1}, {"vector_lane": "bm25"}, {"candidates": 0}):
+        with pytest.raises(RetrievalError, match=next(iter(bad))):
+            musique_corpus.rag.query(text, strategy="graph_rag", **bad)
 
 
 # hierarchical ----------------------------------------------------------------------------------------------
@@ -289,10 +294,13 @@ def test_unknown_strategy_falls_back_to_dense(scifact, scifact_corpus):
     assert result.items and result.metadata["lanes_run"] == ["dense"]
 
 
-def test_graph_rag_without_seed_entities_falls_back_to_hybrid(musique_corpus):
-    result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False)
-    assert result.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the query"]
+def test_graph_rag_without_seed_entities_answers_like_its_vector_lane(musique_corpus):
+    # a query naming nothing, with chunk seeds off: the hybrid lane already in flight answers (not re-run)
+    result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False, seed_chunks=0)
+    assert result.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the graph for this query"]
     assert result.metadata["lanes_run"] == ["hybrid"] and result.items
+    hybrid = musique_corpus.rag.query("what is it about?", strategy="hybrid", k=3, abstain=False)
+    assert doc_ids(result)[0] == doc_ids(hybrid)[0]
 
 
 def test_graph_rag_without_a_reachable_graph_falls_back_to_hybrid(settings, models, musique_corpus):
@@ -447,18 +455,46 @@ def test_the_scope_holds_under_adversarial_filters(memos):
 
 def test_graph_lane_stays_in_scope(memos):
     # Zephyr Holdings is named only in bob's and acme-corp's memos. For alice it is not an entity at all:
-    # seeds, walks and relations are confined to what chunks in her visible scopes mention, so her graph
-    # lane finds no seed, graph_rag answers from the vectors and says so, and no sibling's name leaks.
+    # it cannot be a seed, the walk never enters a chunk she may not read, and no sibling's name leaks
+    # into the items, the context item or the metadata.
     alice = SCOPES["alice"]
-    for options in ({"relation_types": ["no_such_relation"]}, {}):
+    for options in ({"seed_chunks": 0}, {}):
         result = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False, **options)
-        assert result.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the query"]
         assert set(doc_ids(result)) <= visible_documents(alice)
         assert not any(name in item.text.lower() for item in result.items for name in forbidden_names(alice))
         assert "zephyr" not in str(result.metadata).lower()
+    named_nothing = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False,
+                                    seed_chunks=0)
+    assert named_nothing.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the graph for this query"]
     bob = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=SCOPES["bob"], abstain=False,
-                          relation_types=["no_such_relation"])
+                          seed_chunks=0)
     assert "graph" in bob.metadata["lanes_run"] and doc_ids(bob)[0] == "memo-bob"
+    assert "zephyr holdings" in [s.lower() for s in bob.metadata["graph"]["seeds"]]
+
+
+def test_no_probability_mass_reaches_a_chunk_another_scope_holds(memos):
+    # The walk over the real graph, seeded at every entity alice may see with equal weight: each chunk of a
+    # document outside her scopes (memos that share entities such as Falcon with hers) gets exactly 0.
+    import numpy as np
+
+    from ragloom.retrieval import ppr
+    from ragloom.retrieval.graph_index import GraphCache
+
+    graph = GraphCache(memos.graph).get("recursive")
+    alice = SCOPES["alice"]
+    walk = graph.walk_matrix(alice.visible_paths())
+    reset = np.concatenate([np.zeros(graph.n_chunks), walk.visible_entities.astype(float)])
+    mass = ppr.personalized_pagerank(walk.transposed, walk.dangling, reset)
+    allowed_paths = set(alice.visible_paths())
+    hidden = [i for i in range(graph.n_chunks) if graph.scopes[graph.chunk_scope[i]] not in allowed_paths]
+    assert hidden and walk.visible_chunks.sum() > 0
+    assert all(mass[i] == 0.0 for i in hidden)
+    assert mass[: graph.n_chunks].sum() > 0.1
+    unscoped = graph.walk_matrix(None)  # the same seeds without the scope do reach them (the test can fail)
+    free = ppr.personalized_pagerank(unscoped.transposed, unscoped.dangling, reset)
+    assert sum(free[i] for i in hidden) > 0
+    names = {graph.entity_names[e].lower() for e in np.flatnonzero(walk.visible_entities)}
+    assert not names & forbidden_names(alice)
 
 
 ALL_MEMOS = {d.document_id: d for d in [*SCOPE_DOCUMENTS, DUPLICATE]}
@@ -524,3 +560,51 @@ def test_api_from_settings_opens_and_closes_its_own_stores(memos):
         assert result.items and set(doc_ids(result)) <= visible_documents(SCOPES["alice"])
     with pytest.raises(RagloomError):
         rag.query("Falcon launch", strategy="dense", k=3)  # its Weaviate connection is closed
+
+
+# the in-process graph follows the stored one ----------------------------------------------------------------
+
+def _plain(key: str, text: str) -> Document:
+    title = f"Harbor note {key}"
+    return Document(document_id=key, title=title, text=text, source_path=f"notes/{key}.md", format="text",
+                    content_hash=document_hash(text, title, {}, Scope()), metadata={}, scope=Scope())
+
+
+HARBOR = [
+    _plain("h1", "Harbor Lights is a lighthouse museum on the island of Vesteroy. Its collection opened in 1994."),
+    _plain("h2", "Vesteroy is a small island whose ferry to the mainland leaves twice a day."),
+]
+HARBOR_LATER = _plain("h3", "Ingrid Solberg, the curator of Harbor Lights, was born in Tromso in 1961.")
+
+
+def test_graph_rag_follows_an_ingest_and_a_deletion_without_a_restart(settings, models):
+    import contextlib
+
+    embedder, nlp = models
+    question = "Where was the curator of Harbor Lights born?"
+
+    def sync(corpus: Corpus, documents: list[Document]) -> None:
+        chunks = get_chunker("recursive").chunk_many(documents)
+        assert sync_vectors(corpus.vectors, embedder, "recursive", chunks).failed == 0
+        sync_graph(corpus.graph, EntityExtractor(nlp), "recursive", chunks)
+
+    with contextlib.contextmanager(_index)(settings, models, "Refresh", HARBOR, ("recursive",),
+                                            graph_for=("recursive",)) as corpus:
+        first = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
+        assert "graph" in first.metadata["lanes_run"] and "h3" not in doc_ids(first)
+        cache = next(v for k, v in corpus.rag.context.cache.items() if k[0] == "graph_index")
+        h1_chunks = {c.chunk_id for c in get_chunker("recursive").chunk_many([HARBOR[0]])}
+        assert h1_chunks <= set(cache.get("recursive").chunk_ids)
+        sync(corpus, [*HARBOR, HARBOR_LATER])  # the same Ragloom object keeps answering
+        second = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
+        assert second.metadata["graph"]["graph_version"] != first.metadata["graph"]["graph_version"]
+        assert second.metadata["graph"]["chunks"] == first.metadata["graph"]["chunks"] + 1
+        reached = [i for i in second.items if i.document_id == "h3"]
+        assert reached and reached[0].lane_scores["graph"] > 0
+        sync(corpus, [HARBOR[1], HARBOR_LATER])  # h1 deleted
+        third = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
+        assert third.metadata["graph"]["chunks"] == second.metadata["graph"]["chunks"] - 1
+        assert "h1" not in doc_ids(third)
+        graph = cache.get("recursive")
+        assert not h1_chunks & set(graph.chunk_ids)  # its nodes, and so its mass, are gone
+        assert "vesteroy" in [n.lower() for n in graph.entity_names]  # still named by h2

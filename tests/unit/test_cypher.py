@@ -55,6 +55,9 @@ def _builders():
         "entity_degrees": (HOSTILE,),
         "empty_entity_names": (HOSTILE,),
         "dangling_mentions": (HOSTILE,),
+        "retrieval_chunks": (HOSTILE, HOSTILE),
+        "retrieval_entities": (HOSTILE,),
+        "retrieval_relations": (HOSTILE,),
     }
     public = {name for name, fn in inspect.getmembers(cypher, inspect.isfunction)
               if fn.__module__ == cypher.__name__ and not name.startswith("_")} - {"lucene_query", "batched"}

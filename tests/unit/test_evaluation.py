@@ -11,6 +11,7 @@ import pytest
 
 from ragloom.errors import ConfigError, ParseError
 from ragloom.evaluation import (
+    METRICS,
     Hit,
     Passage,
     bootstrap_ci,
@@ -95,6 +96,8 @@ def test_document_scores_hand_checked() -> None:
     # q3: all 0. Arrays follow sorted query ids: q1, q2, q3.
     np.testing.assert_allclose(s["recall@5"], [1.0, 0.0, 0.0])
     np.testing.assert_allclose(s["recall@10"], [1.0, 1.0, 0.0])
+    np.testing.assert_allclose(s["recall@2"], [0.5, 0.0, 0.0])  # q1: d1 at rank 2, d3 at rank 3
+    np.testing.assert_allclose(s["ar@5"], [1.0, 0.0, 0.0])
     np.testing.assert_allclose(s["ndcg@10"], [0.693426, 0.356207, 0.0], atol=1e-6)
     np.testing.assert_allclose(s["mrr@10"], [0.5, 1 / 6, 0.0], atol=1e-9)
     # the means the report prints
@@ -126,6 +129,8 @@ def test_passage_scores_hand_checked() -> None:
     s = passage_scores(runs, qrels, passages)
     np.testing.assert_allclose(s["recall@5"], [1.0, 0.0])
     np.testing.assert_allclose(s["recall@10"], [1.0, 1.0])
+    np.testing.assert_allclose(s["recall@2"], [0.5, 0.0])  # qa: only p2 within the first 2 chunks
+    np.testing.assert_allclose(s["ar@5"], [1.0, 0.0])
     np.testing.assert_allclose(s["ndcg@10"], [0.693426, 1 / 3], atol=1e-6)
     np.testing.assert_allclose(s["mrr@10"], [0.5, 1 / 7], atol=1e-9)
 
@@ -135,7 +140,7 @@ def test_passage_scores_count_only_the_first_ten_chunks() -> None:
     # the 11th chunk matches: at chunk level it is outside @10 (placeholders hold positions 1..10)
     run = {"q": [Hit(f"n{i}", "X", 0, 10) for i in range(10)] + [Hit("m", "D", 0, 10)]}
     s = passage_scores(run, {"q": {"p": 1}}, passages)
-    assert [s[m][0] for m in ("recall@5", "recall@10", "ndcg@10", "mrr@10")] == [0.0, 0.0, 0.0, 0.0]
+    assert [s[m][0] for m in METRICS] == [0.0] * len(METRICS)
 
 
 def test_scores_without_judgements_are_refused() -> None:
@@ -303,7 +308,7 @@ def test_hits_of_skips_graph_context_and_needs_offsets() -> None:
 
 
 def _system(retrieval: str, chunking: str, ndcg: list[float], baseline: bool = False) -> SystemResult:
-    per_query = {m: np.array(ndcg) for m in ("recall@5", "recall@10", "ndcg@10", "mrr@10")}
+    per_query = {m: np.array(ndcg) for m in METRICS}
     return SystemResult(retrieval, chunking, baseline=baseline, scores={"document": per_query}, latency_ms=[3.0])
 
 
