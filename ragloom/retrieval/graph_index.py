@@ -68,6 +68,10 @@ class RetrievalGraph:
 
     def __post_init__(self) -> None:
         self._chunk_index = {c: i for i, c in enumerate(self.chunk_ids)}
+        self.word_index: dict[str, list[int]] = {}  # word of a normalised name -> entity indexes
+        for norm, entities in self.norm_index.items():
+            for word in set(norm.split()):
+                self.word_index.setdefault(word, []).extend(entities)
         self.chunk_frequency = np.asarray((self.mentions > 0).sum(axis=0)).ravel().astype(np.float64)
         self.mentions_t = self.mentions.T.tocsr()
 
@@ -86,11 +90,22 @@ class RetrievalGraph:
         row = self.mentions
         return row.indices[row.indptr[chunk]:row.indptr[chunk + 1]]
 
-    def match_names(self, norms: Iterable[str]) -> list[int]:
-        """Entity indexes whose normalised name or alias is one of ``norms``."""
+    def match_names(self, norms: Iterable[str], partial_limit: int = 3) -> list[int]:
+        """Entity indexes whose normalised name or alias is one of ``norms``; a name of two or more words with
+        no exact match also matches entities whose name holds all its words ("peter bonetti" -> "peter
+        phillip bonetti"), when at most ``partial_limit`` do."""
         out: dict[int, None] = {}
         for norm in norms:
-            for entity in self.norm_index.get(norm, ()):
+            exact = self.norm_index.get(norm, ())
+            words = norm.split()
+            if not exact and len(words) >= 2 and partial_limit > 0:
+                holders = set(self.word_index.get(words[0], ()))
+                for word in words[1:]:
+                    holders &= set(self.word_index.get(word, ()))
+                    if not holders:
+                        break
+                exact = sorted(holders) if len(holders) <= partial_limit else ()
+            for entity in exact:
                 out.setdefault(entity, None)
         return list(out)
 

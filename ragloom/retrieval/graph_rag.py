@@ -51,7 +51,7 @@ class GraphRagRetriever(Retriever):
                                  help="reset weight of the best candidate chunk (min-max scaled; entity seeds <= 1)"),
         "damping": Option(0.5, min=0.0, max=0.99, help="probability of following an edge (1 - damping restarts)"),
         "seed_chunks": Option(5, min=0, max=1000, help="best candidates whose entities seed the walk"),
-        "max_seeds": Option(20, min=0, max=1000, help="entity seeds kept, heaviest (score / chunk frequency) first"),
+        "max_seeds": Option(5, min=0, max=1000, help="entity seeds kept, heaviest (score / chunk frequency) first"),
         "query_entities": Option(True, help="seed the entities the query names"),
         "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),
         "cooccurrence_weight": Option(0.5, min=0.0, max=100.0, help="edge factor of same-sentence co-occurrence"),

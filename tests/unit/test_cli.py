@@ -63,7 +63,7 @@ def test_ask_rejects_bad_names_before_connecting(closed_port, capsys, args, need
     (["--options", "{not json"], ["not valid JSON"]),
     (["--options", "[1, 2]"], ["JSON object"]),
     (["--options", '{"lanes": "dense"}'], ["lanes='dense'", "a list of dense | bm25 | hybrid"]),
-    (["--strategy", "graph_rag", "--option", "max_hops=9"], ["max_hops=9", "integer 1 to 3"]),
+    (["--strategy", "graph_rag", "--option", "damping=1.5"], ["damping=1.5", "number 0 to 0.99"]),
     (["--strategy", "no_such"], ["unknown retrieval strategy 'no_such'", "hierarchical"]),
 ])
 def test_query_rejects_bad_options_before_connecting(closed_port, capsys, args, needles):

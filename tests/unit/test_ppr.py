@@ -145,6 +145,13 @@ def test_build_graph_reads_rows_and_matches_names_and_aliases():
     graph = build_graph(_two_tenant_rows(), version=7)
     assert graph.n_chunks == 4 and graph.n_entities == 3 and graph.version == 7
     assert graph.match_names(["falcon project", "bergen", "nobody"]) == [1, 0]
+    # a multi-word name without an exact match: the entities holding all its words, when few do
+    rows = {"chunks": [], "relations": [], "entities": [
+        {"entity_id": "pb", "name": "Peter Phillip Bonetti", "type": "PERSON", "norm": "peter phillip bonetti"},
+        {"entity_id": "pp", "name": "Peter Pan", "type": "PERSON", "norm": "peter pan"}]}
+    names = build_graph(rows)
+    assert names.match_names(["peter bonetti"]) == [0]
+    assert names.match_names(["peter"]) == [] and names.match_names(["peter bonetti"], partial_limit=0) == []
     assert list(graph.chunk_frequency) == [2.0, 2.0, 2.0]
     assert graph.relation_evidence.sum() == pytest.approx(2.0)  # x9's evidence dropped
     assert sorted(graph.entities_of(graph.chunk_node("a1"))) == [0, 1]
