@@ -8,7 +8,6 @@ import dataclasses
 from dagster import AssetSelection, materialize
 
 from pipelines.definitions import ingestion_assets
-from ragloom.chunking import register_chunker
 from ragloom.chunking.recursive import RecursiveChunker
 from ragloom.settings import SAMPLE_CORPUS, Settings
 from resources import ArtifactStore, CorpusResource, EmbedderResource, ParquetIOManager
@@ -16,13 +15,13 @@ from resources import ArtifactStore, CorpusResource, EmbedderResource, ParquetIO
 NAME = "test_dagster_custom"
 
 
-@register_chunker(NAME)
 class SmallChunker(RecursiveChunker):
     def __init__(self, **params):
         super().__init__(chunk_size=params.pop("chunk_size", 64), overlap=0, **params)
 
 
-def test_a_registered_chunker_materializes(tmp_path):
+def test_a_registered_chunker_materializes(tmp_path, register_chunker_for_test):
+    register_chunker_for_test(NAME, SmallChunker)
     settings = dataclasses.replace(Settings.from_env(), chunkings=(NAME,), graph_chunkings=())
     settings.validate()  # the registry, not a built-in list, says which names exist
     assets, checks = ingestion_assets(settings)

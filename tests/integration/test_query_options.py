@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ragloom.api import Ragloom
-from ragloom.chunking import chunker_for, register_chunker
+from ragloom.chunking import chunker_for
 from ragloom.chunking.recursive import RecursiveChunker
 from ragloom.cli import main
 from ragloom.embedding import make_embedder
@@ -33,7 +33,6 @@ CUSTOM = "test_options_custom"  # a user's chunker: registered here, unknown to 
 QUESTION = "Who leads the team that owns the HarborSight platform?"
 
 
-@register_chunker(CUSTOM)
 class WholeSectionChunker(RecursiveChunker):
     """A custom chunker: the recursive splitter with bigger chunks."""
 
@@ -48,7 +47,8 @@ class Corpus:
 
 
 @pytest.fixture(scope="module")
-def corpus(settings: Settings, tmp_path_factory) -> Iterator[Corpus]:
+def corpus(settings: Settings, tmp_path_factory, register_chunker_for_module) -> Iterator[Corpus]:
+    register_chunker_for_module(CUSTOM, WholeSectionChunker)
     tag = uuid.uuid4().hex[:8]
     ns = dataclasses.replace(settings, collection_prefix=f"TestOpt{tag}", graph_namespace=f"test_opt_{tag}",
                              artifacts_path=tmp_path_factory.mktemp("artifacts"))

@@ -81,16 +81,15 @@ def test_the_new_names_win_over_the_former_ones(env):
     assert Settings.from_env().chunkings == ("recursive",)
 
 
-def test_a_registered_custom_chunker_can_be_configured_materialized_and_queried(env):
+def test_a_registered_custom_chunker_can_be_configured_materialized_and_queried(env, register_chunker_for_test):
     """Names come from the chunker registry: a chunker registered before the settings are read is accepted by
     the settings, gets its chunk/vector (and graph) assets, and can be named as a query's collection."""
     from pipelines.definitions import build_defs
     from ragloom.api import Ragloom
-    from ragloom.chunking import register_chunker
     from ragloom.chunking.recursive import RecursiveChunker
     from ragloom.errors import RetrievalError
 
-    register_chunker("test_custom_paragraphs")(type("CustomChunker", (RecursiveChunker,), {}))
+    register_chunker_for_test("test_custom_paragraphs", type("CustomChunker", (RecursiveChunker,), {}))
     env.setenv("RAGLOOM_CHUNKINGS", "recursive,test_custom_paragraphs")
     env.setenv("RAGLOOM_GRAPH_CHUNKINGS", "test_custom_paragraphs")
     s = Settings.from_env()
