@@ -188,7 +188,7 @@ class MultiQuery(QueryTransform):
 class Hyde(QueryTransform):
     """``n`` hypothetical answer passages, embedded with ragloom's embedder and searched (HyDE)."""
 
-    defaults = {"n": 1, "max_tokens": 160}
+    defaults = {"n": 1, "max_tokens": 96}  # two to four sentences
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
         n, max_tokens = _count_option(self, "n"), self.options["max_tokens"]
