@@ -14,6 +14,7 @@ from dagster import (
     SkipReason,
     define_asset_job,
     in_process_executor,
+    multiprocess_executor,
     sensor,
 )
 
@@ -43,12 +44,29 @@ def ingestion_assets(settings: Settings) -> tuple[list, list]:
     return assets, checks
 
 
-# The in-process executor: one process loads the models once; Dagster's default starts a process per
-# step (~2 s each, plus seconds of torch import) which dominates small incremental runs.
+def executor_for(settings: Settings):
+    """RAGLOOM_EXECUTOR. in_process (default): one process loads the models once; Dagster's multiprocess
+    executor starts a process per step (~2 s each, plus seconds of torch import), which dominates small
+    incremental runs. celery (the cluster profile): steps go to Celery workers through Redis; run storage
+    must then be shared (Postgres: deploy/cluster/dagster.yaml)."""
+    if settings.executor == "celery":
+        from dagster_celery import celery_executor
+
+        return celery_executor.configured(
+            {"broker": {"env": "RAGLOOM_CELERY_BROKER"}, "backend": {"env": "RAGLOOM_CELERY_BACKEND"}},
+            name="celery",
+        )
+    if settings.executor == "multiprocess":
+        return multiprocess_executor
+    return in_process_executor
+
+
+EXECUTOR = executor_for(SETTINGS)
+
 ingest_job = define_asset_job(
     "ingest_job",
     selection=AssetSelection.groups("ingestion"),
-    executor_def=in_process_executor,
+    executor_def=EXECUTOR,
     tags={**STORE_WRITER_TAGS, "ragloom/kind": "ingest"},
     description="Parse, chunk, embed into Weaviate and extract into Neo4j; only changed documents do work.",
 )
@@ -96,8 +114,8 @@ def build_defs(settings: Settings = SETTINGS, resources: dict | None = None) -> 
         schedules=[nightly_reingest],
         sensors=[uploads_sensor],
         resources=resources or default_resources(),
-        # also for runs launched from the UI (__ASSET_JOB): one process, models loaded once
-        executor=in_process_executor,
+        # also for runs launched from the UI (__ASSET_JOB)
+        executor=EXECUTOR,
     )
 
 

@@ -16,7 +16,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = REPO_ROOT / "sample_corpus"
 # The chunkings materialized by default (a choice, not a gate: any registered chunker may be named).
 DEFAULT_CHUNKINGS = ("recursive", "semantic", "hierarchical", "headered")
-SECRET_FIELDS = ("weaviate_api_key", "neo4j_password", "llm_api_key")
+SECRET_FIELDS = ("weaviate_api_key", "neo4j_password", "llm_api_key", "postgres_password", "redis_password")
+EXECUTORS = ("in_process", "multiprocess", "celery")
+CONSISTENCY_LEVELS = ("ONE", "QUORUM", "ALL")
 # spaCy's matrix products: "numpy" (numpy's OpenBLAS, run single-threaded by the extractor) or "blis"
 # (thinc's default). Same results; numpy's is 1.5-1.8x faster on this project's 2-core AMD EPYC machines,
 # whose AVX-512 the blis wheel does not use (benchmarks/ingest_graph.py --gemm).
@@ -112,9 +114,13 @@ class Settings:
     weaviate_api_key: str = ""  # RAGLOOM_WEAVIATE_API_KEY; else the one the local stack generated
     weaviate_url: str = ""  # RAGLOOM_WEAVIATE_URL: a remote/cloud cluster instead of the local stack
     collection_prefix: str = "Ragloom"
+    weaviate_replication_factor: int = 1  # RAGLOOM_WEAVIATE_REPLICATION_FACTOR: copies of each shard (3 on a cluster)
+    weaviate_write_consistency: str = "QUORUM"  # RAGLOOM_WEAVIATE_WRITE_CONSISTENCY: ONE | QUORUM | ALL
+    weaviate_read_consistency: str = "QUORUM"  # RAGLOOM_WEAVIATE_READ_CONSISTENCY: ONE | QUORUM | ALL
+    weaviate_nodes: int = 3  # RAGLOOM_WEAVIATE_NODES: nodes of the local cluster profile
     # Neo4j
     neo4j_version: str = "5.26.30"
-    neo4j_uri: str = ""  # RAGLOOM_NEO4J_URI, default bolt://127.0.0.1:<bolt port>
+    neo4j_uri: str = ""  # RAGLOOM_NEO4J_URI, default neo4j://127.0.0.1:<bolt port> (routing)
     neo4j_bolt_port: int = 17687
     neo4j_http_port: int = 17474
     neo4j_user: str = "neo4j"
@@ -124,6 +130,14 @@ class Settings:
     graph_namespace: str = "ragloom"  # RAGLOOM_GRAPH_NAMESPACE: isolates one pipeline's graph
     graph_synonym_threshold: float = 0.8  # RAGLOOM_GRAPH_SYNONYM_THRESHOLD: least name cosine of a SYNONYM edge
     graph_synonym_neighbours: int = 10  # RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS: most SYNONYM edges a new entity makes
+    # scale-out (the cluster profile: Postgres storage, Celery executor on Redis)
+    executor: str = "in_process"  # RAGLOOM_EXECUTOR: in_process | multiprocess | celery
+    postgres_port: int = 15432
+    postgres_password: str = ""  # RAGLOOM_POSTGRES_PASSWORD; else the one the cluster profile generated
+    redis_port: int = 16379
+    redis_password: str = ""  # RAGLOOM_REDIS_PASSWORD; else the one the cluster profile generated
+    celery_workers: int = 2  # RAGLOOM_CELERY_WORKERS: workers the cluster profile starts
+    code_server_port: int = 14000  # RAGLOOM_CODE_SERVER_PORT
     # models
     embed_model: str = ""  # RAGLOOM_EMBED_MODEL: name or path; default all-MiniLM-L6-v2 from its PyPI package
     embed_backend: str = "onnx-int8"  # RAGLOOM_EMBED_BACKEND: onnx-int8 | onnx | torch (see the README)
@@ -193,6 +207,11 @@ class Settings:
             weaviate_api_key=_env("RAGLOOM_WEAVIATE_API_KEY", "") or _generated_secret(data_dir, "weaviate.api_key"),
             weaviate_url=_env("RAGLOOM_WEAVIATE_URL", ""),
             collection_prefix=_env("RAGLOOM_COLLECTION_PREFIX", d.collection_prefix),
+            weaviate_replication_factor=_env_int("RAGLOOM_WEAVIATE_REPLICATION_FACTOR",
+                                                 d.weaviate_replication_factor),
+            weaviate_write_consistency=_env("RAGLOOM_WEAVIATE_WRITE_CONSISTENCY", d.weaviate_write_consistency).upper(),
+            weaviate_read_consistency=_env("RAGLOOM_WEAVIATE_READ_CONSISTENCY", d.weaviate_read_consistency).upper(),
+            weaviate_nodes=_env_int("RAGLOOM_WEAVIATE_NODES", d.weaviate_nodes),
             neo4j_version=_env("RAGLOOM_NEO4J_VERSION", d.neo4j_version),
             neo4j_uri=_env("RAGLOOM_NEO4J_URI", ""),
             neo4j_bolt_port=_env_int("RAGLOOM_NEO4J_BOLT_PORT", d.neo4j_bolt_port),
@@ -204,6 +223,13 @@ class Settings:
             graph_namespace=_env("RAGLOOM_GRAPH_NAMESPACE", d.graph_namespace),
             graph_synonym_threshold=_env_float("RAGLOOM_GRAPH_SYNONYM_THRESHOLD", d.graph_synonym_threshold),
             graph_synonym_neighbours=_env_int("RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS", d.graph_synonym_neighbours),
+            executor=_env("RAGLOOM_EXECUTOR", d.executor),
+            postgres_port=_env_int("RAGLOOM_POSTGRES_PORT", d.postgres_port),
+            postgres_password=_env("RAGLOOM_POSTGRES_PASSWORD", "") or _generated_secret(data_dir, "postgres.password"),
+            redis_port=_env_int("RAGLOOM_REDIS_PORT", d.redis_port),
+            redis_password=_env("RAGLOOM_REDIS_PASSWORD", "") or _generated_secret(data_dir, "redis.password"),
+            celery_workers=_env_int("RAGLOOM_CELERY_WORKERS", d.celery_workers),
+            code_server_port=_env_int("RAGLOOM_CODE_SERVER_PORT", d.code_server_port),
             embed_model=_env("RAGLOOM_EMBED_MODEL", ""),
             embed_backend=_env("RAGLOOM_EMBED_BACKEND", d.embed_backend),
             embed_device=_env("RAGLOOM_EMBED_DEVICE", d.embed_device),
@@ -282,6 +308,15 @@ class Settings:
         for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_sweep_seconds"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"RAGLOOM_EXECUTOR={self.executor!r}: choose {', '.join(EXECUTORS)}")
+        for name in ("weaviate_write_consistency", "weaviate_read_consistency"):
+            if getattr(self, name) not in CONSISTENCY_LEVELS:
+                raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)!r}: choose "
+                                  f"{', '.join(CONSISTENCY_LEVELS)}")
+        if self.weaviate_replication_factor < 1 or self.weaviate_nodes < 1 or self.celery_workers < 1:
+            raise ConfigError("RAGLOOM_WEAVIATE_REPLICATION_FACTOR, RAGLOOM_WEAVIATE_NODES and "
+                              "RAGLOOM_CELERY_WORKERS must be at least 1")
         if self.embed_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
@@ -311,7 +346,8 @@ class Settings:
 
     @property
     def resolved_neo4j_uri(self) -> str:
-        return self.neo4j_uri or f"bolt://127.0.0.1:{self.neo4j_bolt_port}"
+        # neo4j:// (routing) works against a single community server too, and reaches a cluster's secondaries
+        return self.neo4j_uri or f"neo4j://127.0.0.1:{self.neo4j_bolt_port}"
 
     def public_view(self) -> dict[str, str]:
         """The settings as strings, secrets masked: safe for logs and asset metadata."""

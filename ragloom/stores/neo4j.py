@@ -57,6 +57,11 @@ class Neo4jStore:
         self.batch_size = batch_size
         self._owns_driver = owns_driver
         self._schema_ready = False
+        # One bookmark manager per store: a read after this store's write sees it on every cluster member
+        # (causal consistency across the sessions _run opens), as on a single server.
+        from neo4j import GraphDatabase
+
+        self._bookmarks = GraphDatabase.bookmark_manager()
 
     @classmethod
     def connect(cls, settings: Settings, namespace: str | None = None, **kwargs: Any) -> Neo4jStore:
@@ -110,7 +115,9 @@ class Neo4jStore:
 
         try:
             # Notifications off: "property does not exist yet" warnings on an empty graph are noise in logs.
-            with self.driver.session(database=self.database,
+            # execute_read routes to a cluster's secondaries (neo4j:// URIs); writes go to the leader. Both are
+            # retried by the driver on transient errors and leader switches.
+            with self.driver.session(database=self.database, bookmark_manager=self._bookmarks,
                                      notifications_min_severity=NotificationMinimumSeverity.OFF) as session:
                 return session.execute_write(work) if write else session.execute_read(work)
         except (Neo4jError, DriverError) as e:

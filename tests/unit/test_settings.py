@@ -28,7 +28,7 @@ def test_defaults_and_overrides(env, tmp_path):
     assert s.spacy_processes == 0  # one per CPU
     env.setenv("RAGLOOM_SPACY_PROCESSES", "3")
     s = Settings.from_env()
-    assert s.chunkings == ("recursive", "headered") and s.resolved_neo4j_uri == "bolt://127.0.0.1:7777"
+    assert s.chunkings == ("recursive", "headered") and s.resolved_neo4j_uri == "neo4j://127.0.0.1:7777"
     assert s.spacy_processes == 3
     assert (s.graph_synonym_threshold, s.graph_synonym_neighbours) == (0.8, 10)
     env.setenv("RAGLOOM_GRAPH_SYNONYM_THRESHOLD", "0.9")
