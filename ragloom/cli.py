@@ -15,6 +15,8 @@ from ragloom.types import HEADING_SEPARATOR
 def _cmd_stack(args: argparse.Namespace) -> int:
     from ragloom import stack
 
+    if args.profile == "cluster":
+        return _cmd_cluster(args)
     if args.action == "up":
         stack.up(llm=args.llm)
     elif args.action == "down":
@@ -26,6 +28,27 @@ def _cmd_stack(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2) if args.json else _format_status(report))
         if args.action == "status" and not all(report[s]["ready"] for s in ("weaviate", "neo4j")):
             return 3
+    return 0
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    """The cluster profile: Postgres, Redis, Celery workers, a code server and a 3-node Weaviate on loopback."""
+    from ragloom import stack
+    from ragloom.stack import cluster
+
+    settings = Settings.from_env()
+    if args.action == "up":
+        settings = cluster.up(stack.up(settings, llm=args.llm))
+        print("# to use the cluster profile in this shell:")
+        for key, value in cluster.client_env(settings).items():
+            shown = "***" if "PASSWORD" in key else value.replace(settings.redis_password, "***")
+            print(f"export {key}={shown}")
+        print("# (secrets: see RAGLOOM_POSTGRES_PASSWORD / RAGLOOM_REDIS_PASSWORD files under the stack dir)")
+    elif args.action == "down":
+        for name, was in cluster.down(settings).items():
+            print(f"{name}: {'stopped' if was else 'was not running'}")
+    else:
+        print(json.dumps(cluster.status(settings), indent=2))
     return 0
 
 
@@ -201,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--json", action="store_true", help="print status as JSON")
     p.add_argument("--llm", action="store_true", help="up: also the local llama-server (built once, ~15 min)")
+    p.add_argument("--profile", choices=["single", "cluster"], default="single",
+                   help="cluster: Postgres + Redis + Celery workers + a 3-node Weaviate (see deploy/cluster)")
     p.set_defaults(func=_cmd_stack)
 
     p = sub.add_parser("query", help="retrieve from what was materialized")

@@ -243,12 +243,22 @@ def start_workers(settings: Settings) -> float:
         if proc.running():
             continue
         _log(f"starting Celery worker {name}")
+        if proc.log_file.exists():  # readiness is read from this start's log, not an earlier one's
+            proc.log_file.replace(proc.log_file.with_suffix(".log.1"))
         proc.start([celery, "-A", "dagster_celery.app", "worker", "-Q", "dagster", "-n", f"{name}@%h",
                     "--concurrency", "1", "--prefetch-multiplier", "1", "--loglevel", "INFO",
                     "--without-gossip", "--without-mingle"], env, cwd=REPO_ROOT)
     return wait_until(lambda: len(ready_workers(settings)) >= settings.celery_workers,
                       settings.stack_timeout_seconds, "Celery workers",
                       worker(settings, worker_names(settings)[0]).log_file)
+
+
+def worker_children(settings: Settings, name: str) -> list[int]:
+    """Pids of the processes a worker runs its steps in (Celery's prefork pool)."""
+    import psutil
+
+    pid = worker(settings, name).pid()
+    return [] if pid is None else [child.pid for child in psutil.Process(pid).children(recursive=True)]
 
 
 def ready_workers(settings: Settings) -> list[str]:

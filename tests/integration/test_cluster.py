@@ -17,17 +17,29 @@ import pytest
 
 from ragloom import stack
 from ragloom.settings import REPO_ROOT, Settings
-from ragloom.stack import cluster, weaviate_cluster
+from ragloom.stack import cluster
 
 pytestmark = pytest.mark.cluster
 
 
+# Two chunkings keep the runs short and still put two steps in the "weaviate" pool.
+PROFILE_ENV = {"RAGLOOM_STRATEGIES": "recursive,headered", "RAGLOOM_GRAPH_STRATEGIES": "recursive"}
+
+
 @pytest.fixture(scope="module")
 def profile(settings: Settings) -> Iterator[Settings]:
-    """The running cluster profile (stopped after this module: it costs memory the rest of the suite wants)."""
-    started = cluster.up(stack.up(settings))
-    yield started
-    cluster.down(started)
+    """The cluster profile, started fresh so its workers run this checkout with PROFILE_ENV (stopped after this
+    module: it costs memory the rest of the suite wants)."""
+    saved = os.environ.copy()
+    os.environ.update(PROFILE_ENV)
+    try:
+        cluster.down(settings)
+        started = cluster.up(stack.up(Settings.from_env()))
+        yield started
+        cluster.down(started)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _env(profile: Settings) -> dict[str, str]:
@@ -108,44 +120,97 @@ def _latest_run_events(profile: Settings):
         os.environ.update(saved)
 
 
-def test_ingest_on_celery_workers_matches_single_process(profile, settings, namespace, tmp_path):
+@pytest.fixture(scope="module")
+def single_process_counts(profile: Settings, tmp_path_factory) -> Iterator[dict[str, int]]:
+    """Chunk and entity counts of the sample corpus through one in-process run on the single-node stack."""
+    import dataclasses
+    import uuid
+
+    namespace = f"Test{uuid.uuid4().hex[:10]}"
+    tmp = tmp_path_factory.mktemp("single")
+    (tmp / "home").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RAGLOOM_EXECUTOR": "in_process",
+           "RAGLOOM_COLLECTION_PREFIX": namespace, "RAGLOOM_GRAPH_NAMESPACE": namespace,
+           "RAGLOOM_ARTIFACTS_DIR": str(tmp / "artifacts"), "DAGSTER_HOME": str(tmp / "home"),
+           "RAGLOOM_UPLOADS_DIR": str(tmp / "uploads")}
+    try:
+        done = _execute_ingest(env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        counts = _counts(dataclasses.replace(Settings.from_env(), collection_prefix=namespace), namespace)
+        assert counts["recursive"] > 0 and counts["entities"] > 20
+        yield counts
+    finally:
+        _drop_namespace(Settings.from_env(), namespace)
+
+
+def _worker_events(events, step_key: str | None = None) -> list[tuple[str, str]]:
+    """(step key, Celery worker) of every "Executing steps ... in celery worker" event."""
+    out = []
+    for e in events:
+        data = e.dagster_event.engine_event_data if e.dagster_event and e.dagster_event.is_engine_event else None
+        if data and "Celery worker" in (data.metadata or {}) and (step_key is None or e.step_key == step_key):
+            out.append((e.step_key, data.metadata["Celery worker"].value))
+    return out
+
+
+def test_ingest_on_celery_workers_matches_single_process(profile, single_process_counts):
     _clear_profile(profile)
     done = _execute_ingest(_env(profile))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     run, events = _latest_run_events(profile)
     assert run.job_name == "ingest_job" and run.is_success
-    workers = {e.dagster_event.engine_event_data.metadata["Celery worker"].value
-               for e in events if e.dagster_event and e.dagster_event.is_engine_event
-               and "Celery worker" in (e.dagster_event.engine_event_data.metadata or {})}
+    workers = {worker for _, worker in _worker_events(events)}
     assert len(workers) >= 2, workers  # steps of one run went to both workers
 
     # the "weaviate" pool (limit 1) held across workers: no two Weaviate-writing steps overlapped
     spans: dict[str, list[float]] = {}
+    vector_steps = {f"vectors_{chunking}" for chunking in profile.strategies}
     for e in events:
-        if e.dagster_event and e.step_key and e.step_key.startswith("vectors_"):
+        if e.dagster_event and e.step_key in vector_steps:
             if e.dagster_event.event_type_value in ("STEP_START", "STEP_SUCCESS", "STEP_FAILURE"):
                 spans.setdefault(e.step_key, []).append(e.timestamp)
     intervals = sorted((min(t), max(t)) for t in spans.values())
     assert len(intervals) == len(profile.strategies)
-    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(intervals, intervals[1:])), intervals
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(intervals, intervals[1:], strict=False)), intervals
 
-    # the same corpus through one in-process run on the single-node stack gives the same counts
-    single_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "RAGLOOM_EXECUTOR": "in_process",
-                  "RAGLOOM_COLLECTION_PREFIX": namespace, "RAGLOOM_GRAPH_NAMESPACE": namespace,
-                  "RAGLOOM_ARTIFACTS_DIR": str(tmp_path / "artifacts"), "DAGSTER_HOME": str(tmp_path / "home"),
-                  "RAGLOOM_UPLOADS_DIR": str(tmp_path / "uploads")}
-    (tmp_path / "home").mkdir()
-    try:
-        single = _execute_ingest(single_env)
-        assert single.returncode == 0, single.stdout[-3000:] + single.stderr[-3000:]
-        import dataclasses
+    assert _counts(_cluster_settings(profile), cluster.CLUSTER_NAMESPACE) == single_process_counts
 
-        expected = _counts(dataclasses.replace(settings, collection_prefix=namespace), namespace)
-        got = _counts(_cluster_settings(profile), cluster.CLUSTER_NAMESPACE)
-        assert got == expected and expected["recursive"] > 0 and expected["entities"] > 20
-    finally:
-        _drop_namespace(settings, namespace)
+
+def test_worker_killed_mid_step_is_re_executed(profile, single_process_counts):
+    """SIGKILL the process running the graph step: Celery puts the step back (acks late, reject on worker
+    lost), a worker runs it again, the run succeeds, and the stores hold exactly the single run's counts."""
+    import signal
+    import time
+
+    _clear_profile(profile)
+    proc = subprocess.Popen([sys.executable, "-m", "dagster", "job", "execute", "-m", "pipelines.definitions",
+                             "-j", "ingest_job"], env=_env(profile), cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    step = "graph_recursive"
+    killed = None
+    deadline = time.monotonic() + 600
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        try:
+            _, events = _latest_run_events(profile)
+        except IndexError:  # the run is not stored yet
+            continue
+        running = _worker_events(events, step)
+        if running:
+            name = running[0][1].split("@")[0]
+            children = cluster.worker_children(profile, name)
+            assert children, f"{name} runs no pool process"
+            for pid in children:
+                os.kill(pid, signal.SIGKILL)
+            killed = name
+    output, _ = proc.communicate(timeout=900)
+    assert killed, "the graph step never started"
+    assert proc.returncode == 0, output[-4000:]
+    run, events = _latest_run_events(profile)
+    assert run.is_success
+    assert len(_worker_events(events, step)) >= 2  # the step was handed to a worker again
+    assert _counts(_cluster_settings(profile), cluster.CLUSTER_NAMESPACE) == single_process_counts
 
 
 def _drop_namespace(settings: Settings, namespace: str) -> None:
