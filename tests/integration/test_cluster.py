@@ -184,6 +184,10 @@ def test_worker_killed_mid_step_is_re_executed(profile, single_process_counts):
     import time
 
     _clear_profile(profile)
+    try:
+        before = _latest_run_events(profile)[0].run_id
+    except IndexError:
+        before = None
     proc = subprocess.Popen([sys.executable, "-m", "dagster", "job", "execute", "-m", "pipelines.definitions",
                              "-j", "ingest_job"], env=_env(profile), cwd=REPO_ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -193,8 +197,10 @@ def test_worker_killed_mid_step_is_re_executed(profile, single_process_counts):
     while killed is None and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)
         try:
-            _, events = _latest_run_events(profile)
-        except IndexError:  # the run is not stored yet
+            run, events = _latest_run_events(profile)
+        except IndexError:  # no run stored yet
+            continue
+        if run.run_id == before:  # this test's run is not stored yet
             continue
         running = _worker_events(events, step)
         if running:
