@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cluster
 
 
 # Two chunkings keep the runs short and still put two steps in the "weaviate" pool.
-PROFILE_ENV = {"RAGLOOM_STRATEGIES": "recursive,headered", "RAGLOOM_GRAPH_STRATEGIES": "recursive"}
+PROFILE_ENV = {"RAGLOOM_CHUNKINGS": "recursive,headered", "RAGLOOM_GRAPH_CHUNKINGS": "recursive"}
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def _counts(settings: Settings, namespace: str) -> dict[str, int]:
     with weaviate.connect_to_local(host="127.0.0.1", port=settings.weaviate_http_port,
                                    grpc_port=settings.weaviate_grpc_port,
                                    auth_credentials=Auth.api_key(settings.weaviate_api_key)) as client:
-        for chunking in settings.strategies:
+        for chunking in settings.chunkings:
             name = settings.collection_prefix + chunking.capitalize()
             collection = client.collections.use(name).with_consistency_level(ConsistencyLevel.ALL)
             ids = [str(o.uuid) for o in collection.iterator()]
@@ -165,13 +165,13 @@ def test_ingest_on_celery_workers_matches_single_process(profile, single_process
 
     # the "weaviate" pool (limit 1) held across workers: no two Weaviate-writing steps overlapped
     spans: dict[str, list[float]] = {}
-    vector_steps = {f"vectors_{chunking}" for chunking in profile.strategies}
+    vector_steps = {f"vectors_{chunking}" for chunking in profile.chunkings}
     for e in events:
         if e.dagster_event and e.step_key in vector_steps:
             if e.dagster_event.event_type_value in ("STEP_START", "STEP_SUCCESS", "STEP_FAILURE"):
                 spans.setdefault(e.step_key, []).append(e.timestamp)
     intervals = sorted((min(t), max(t)) for t in spans.values())
-    assert len(intervals) == len(profile.strategies)
+    assert len(intervals) == len(profile.chunkings)
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(intervals, intervals[1:], strict=False)), intervals
 
     assert _counts(_cluster_settings(profile), cluster.CLUSTER_NAMESPACE) == single_process_counts
@@ -230,3 +230,97 @@ def _drop_namespace(settings: Settings, namespace: str) -> None:
             if name.startswith(namespace):
                 client.collections.delete(name)
     _neo4j(settings, "MATCH (n {ns: $ns}) DETACH DELETE n", ns=namespace)
+
+
+def _musique_chunks(n: int) -> list:
+    from ragloom.chunking import get_chunker
+    from ragloom.evaluation.datasets import read_corpus
+
+    chunker = get_chunker("recursive")
+    corpus = REPO_ROOT.parent / "shared" / "data" / "musique" / "corpus.jsonl"
+    return [c for d in read_corpus(corpus, "musique")[:n] for c in chunker.chunk(d)]
+
+
+def _node_object_count(client, collection: str, node_name: str) -> int:
+    nodes = client.cluster.nodes(collection=collection, output="verbose")
+    node = next(n for n in nodes if n.name == node_name)
+    return sum(shard.object_count for shard in node.shards or [])
+
+
+def test_weaviate_node_killed_mid_sync(profile):
+    """Replication factor 3, writes at QUORUM: SIGKILL one node while a sync writes. The sync completes, or
+    fails and a re-run completes; counts are exact, queries answer at QUORUM while the node is down, and the
+    restarted node catches up (async replication) to hold every object."""
+    import dataclasses
+    import threading
+    import time
+    import uuid
+
+    import numpy as np
+
+    from ragloom.embedding import make_embedder
+    from ragloom.errors import StoreError
+    from ragloom.indexing.vectors import sync_vectors
+    from ragloom.stores.weaviate import WeaviateStore
+
+    s = dataclasses.replace(_cluster_settings(profile), collection_prefix=f"Kill{uuid.uuid4().hex[:8]}")
+    assert s.weaviate_replication_factor == 3
+    chunks = _musique_chunks(300)
+    expected = len({c.chunk_id for c in chunks})
+    embedder = make_embedder(s)
+    victim = weaviate_cluster.nodes(profile)[2]
+    store = WeaviateStore.connect(s)
+    watcher = WeaviateStore.connect(s)
+    killed = threading.Event()
+
+    def kill_once_writing() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                if watcher.exists("recursive") and watcher.count("recursive") > 0:
+                    weaviate_cluster.process(profile, victim).kill()
+                    killed.set()
+                    return
+            except StoreError:
+                pass
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_once_writing, daemon=True)
+    killer.start()
+    try:
+        try:
+            sync_vectors(store, embedder, "recursive", chunks, batch_size=32)
+        except StoreError:
+            pass  # allowed: the re-run below must complete
+        killer.join(timeout=300)
+        assert killed.is_set(), "no object was written before the deadline"
+        assert not weaviate_cluster.ready(profile, victim)
+        report = sync_vectors(store, embedder, "recursive", chunks, batch_size=32)
+        assert report.deleted == 0
+        assert store.count("recursive") == expected
+        assert len(store.chunk_index("recursive")) == expected  # no duplicates, none missing
+
+        # queries keep answering at QUORUM (2 of 3 replicas) while the node is down
+        vector = np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
+        hits = store.near_vector("recursive", vector, k=5)
+        assert len(hits) == 5
+
+        # the node comes back and its replicas catch up
+        weaviate_cluster.start_node(profile, profile.weaviate_api_key, victim)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not weaviate_cluster.ready(profile, victim):
+            time.sleep(0.5)
+        name = store.collection_name("recursive")
+        caught_up = 0
+        while time.monotonic() < deadline:
+            caught_up = _node_object_count(store.client, name, victim.name)
+            if caught_up == expected:
+                break
+            time.sleep(1)
+        assert caught_up == expected
+    finally:
+        if not weaviate_cluster.process(profile, victim).running():
+            weaviate_cluster.start_node(profile, profile.weaviate_api_key, victim)
+        store.drop_collections()
+        store.close()
+        watcher.close()

@@ -45,6 +45,9 @@ class Admin(Inventory):
                         vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.COSINE)),
                     inverted_index_config=Configure.inverted_index(index_null_state=True, bm25_k1=self.bm25_k1,
                                                                    bm25_b=self.bm25_b),
+                    # with replicas, async replication repairs a node that missed writes while it was down
+                    replication_config=Configure.replication(factor=self.replication_factor,
+                                                             async_enabled=self.replication_factor > 1),
                 )
             except Exception:
                 if self.exists(strategy):  # another process created it first: fine

@@ -42,7 +42,8 @@ class Inventory:
     """``client`` is a connected ``weaviate.WeaviateClient``; ``prefix`` starts every collection name
     (``Settings.collection_prefix``; tests use their own)."""
 
-    def __init__(self, client: Any, prefix: str) -> None:
+    def __init__(self, client: Any, prefix: str, *, replication_factor: int = 1,
+                 write_consistency: str = "QUORUM", read_consistency: str = "QUORUM") -> None:
         if not re.fullmatch(r"[A-Z][A-Za-z0-9_]*", prefix or ""):
             raise StoreError(f"collection prefix {prefix!r} must start with an upper-case letter and hold only "
                              "letters, digits and _ (Weaviate class names)")
@@ -51,14 +52,24 @@ class Inventory:
         self._known_properties: dict[str, dict[str, str]] = {}  # collection -> property -> data type
         self._bm25_analyzed: dict[str, bool] = {}  # collection -> written with the current BM25 analyzer
         self.bm25_k1, self.bm25_b = 1.2, 0.75  # BM25 parameters of the collections it creates (Settings)
+        # Replicas of each shard for collections this store creates, and how many replicas must answer a read
+        # or acknowledge a write (ONE | QUORUM | ALL; with one replica every level is the same).
+        self.replication_factor = replication_factor
+        self.write_consistency = write_consistency
+        self.read_consistency = read_consistency
 
     def collection_name(self, strategy: str) -> str:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", strategy):
             raise StoreError(f"strategy {strategy!r} is not a valid name ([a-z][a-z0-9_]*)")
         return self.prefix + strategy.capitalize()
 
-    def _collection(self, strategy: str) -> Any:
-        return self.client.collections.use(self.collection_name(strategy))
+    def _collection(self, strategy: str, write: bool = False) -> Any:
+        """The collection handle at this store's read (or write) consistency level."""
+        from weaviate.classes.config import ConsistencyLevel
+
+        level = self.write_consistency if write else self.read_consistency
+        return self.client.collections.use(self.collection_name(strategy)).with_consistency_level(
+            ConsistencyLevel[level])
 
     def exists(self, strategy: str) -> bool:
         with store_errors("exists"):

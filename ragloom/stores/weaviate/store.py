@@ -18,14 +18,17 @@ class WeaviateStore(Admin, Writes, Reads):
     ``client`` is a connected ``weaviate.WeaviateClient``; ``prefix`` starts every collection name
     (``Settings.collection_prefix``; tests use their own)."""
 
-    def __init__(self, client: Any, prefix: str) -> None:
-        super().__init__(client, prefix)
+    def __init__(self, client: Any, prefix: str, **consistency: Any) -> None:
+        super().__init__(client, prefix, **consistency)
         self._owns_client = False
 
     @classmethod
     def connect(cls, settings: Settings) -> WeaviateStore:
         """A store on a client opened from settings (``connection.open_client``), closed by ``close``."""
-        store = cls(open_client(settings), settings.collection_prefix)
+        store = cls(open_client(settings), settings.collection_prefix,
+                    replication_factor=settings.weaviate_replication_factor,
+                    write_consistency=settings.weaviate_write_consistency,
+                    read_consistency=settings.weaviate_read_consistency)
         store._owns_client = True
         store.bm25_k1, store.bm25_b = settings.bm25_k1, settings.bm25_b
         return store

@@ -88,7 +88,7 @@ class Writes(Inventory):
         pending = [i for i in range(len(objects)) if i not in invalid]
         errors: dict[int, str] = {}
         unreachable = ""  # a whole request failed (server down, network): not the objects' fault
-        collection = self.client.collections.use(name)
+        collection = self._collection(strategy, write=True)
         for attempt in range(len(RETRY_DELAYS) + 1):
             if attempt:
                 time.sleep(RETRY_DELAYS[attempt - 1])
@@ -181,7 +181,7 @@ class Writes(Inventory):
         ids = list(dict.fromkeys(chunk_ids))
         if not ids or not self.exists(strategy):
             return 0
-        collection = self._collection(strategy)
+        collection = self._collection(strategy, write=True)
         deleted = 0
         for begin in range(0, len(ids), DELETE_BATCH):
             uuids = [generate_uuid5(cid) for cid in ids[begin:begin + DELETE_BATCH]]
