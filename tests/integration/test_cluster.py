@@ -17,7 +17,7 @@ import pytest
 
 from ragloom import stack
 from ragloom.settings import REPO_ROOT, Settings
-from ragloom.stack import cluster
+from ragloom.stack import cluster, weaviate_cluster
 
 pytestmark = pytest.mark.cluster
 
