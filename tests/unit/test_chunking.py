@@ -358,7 +358,7 @@ def test_chunks_carry_metadata_scope_and_pdf_pages(sample_docs):
 
 
 def test_registry():
-    assert available_chunkers() == sorted(STRATEGIES)
+    assert set(STRATEGIES) <= set(available_chunkers())  # the built-ins; tests may register their own
     with pytest.raises(ChunkingError):
         register_chunker("recursive")(type("Again", (Chunker,), {"split": lambda self, d: []}))
     with pytest.raises(ChunkingError, match="unknown chunking"):
