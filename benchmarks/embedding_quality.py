@@ -5,6 +5,7 @@ torch fp32 (the reference), onnx fp32 and onnx int8. Prints nDCG@10, recall@10, 
 speed of each backend, and a paired bootstrap 95% interval of each backend's nDCG@10 minus torch's.
 
     python benchmarks/embedding_quality.py [--data ../shared/data/scifact] [--backends torch,onnx,onnx-int8]
+                                           [--documents N] [--queries N]
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def load(data: Path) -> tuple[list[str], list[str], dict[str, str], dict[str, di
 def dense_run(doc_vectors: np.ndarray, query_vectors: np.ndarray, doc_ids: list[str], query_ids: list[str],
               k: int = 100) -> dict[str, dict[str, float]]:
     scores = query_vectors @ doc_vectors.T
-    top = np.argpartition(-scores, k, axis=1)[:, :k]
+    k = min(k, len(doc_ids))
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
     return {qid: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, qid in enumerate(query_ids)}
 
 
@@ -64,11 +66,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--backends", default="torch,onnx,onnx-int8")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--documents", type=int, default=0, help="only the first N abstracts (0: all)")
+    parser.add_argument("--queries", type=int, default=0, help="only the first N queries (0: all)")
     args = parser.parse_args()
 
     doc_ids, texts, queries, qrels_dict = load(args.data)
-    query_ids = list(queries)
-    qrels = Qrels(qrels_dict)
+    doc_ids, texts = doc_ids[: args.documents or None], texts[: args.documents or None]
+    query_ids = list(queries)[: args.queries or None]
+    qrels = Qrels({q: qrels_dict[q] for q in query_ids})
     print(f"SciFact: {len(texts)} abstracts, {len(query_ids)} queries with qrels")
     results: dict[str, dict] = {}
     for backend in args.backends.split(","):

@@ -138,7 +138,7 @@ def main() -> None:
     # embeddings and synonyms), interleaved so that a busy machine slows both alike.
     variants = {WITH: {"embedder": embedder, "synonyms": params}, WITHOUT: {}}
     runs: dict[str, list] = {name: [] for name in variants}
-    with Neo4jStore.connect(settings, namespace=f"bench_{uuid.uuid4().hex[:8]}") as store:
+    with Neo4jStore.connect(settings, namespace=f"{settings.graph_namespace}_bench_{uuid.uuid4().hex[:8]}") as store:
         try:
             store.ensure_schema()
             for i in range(args.repeats):

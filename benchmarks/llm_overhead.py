@@ -5,9 +5,9 @@ against plain hybrid retrieval measured in the same run, and the answer cache's 
 
 Uses the configured endpoint (RAGLOOM_LLM_*), else starts the local llama-server (`ragloom stack up --llm`:
 Gemma 3 270M, one thread). SciFact claims over a cut of the corpus are indexed into their own collections
-(prefix ``BenchLLM``, dropped at the end). Every row is the median over the same queries; "added" is the
-row's median minus plain hybrid's. Answers here are from a tiny base model: the figures are costs, not
-quality. Quality needs a real endpoint and ``ragloom eval --transforms``.
+(prefix ``<RAGLOOM_COLLECTION_PREFIX>BenchLLM<random>``, dropped at the end). Every row is the median over
+the same queries; "added" is the row's median minus plain hybrid's. Answers here are from a tiny base model:
+the figures are costs, not quality. Quality needs a real endpoint and ``ragloom eval --transforms``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import dataclasses
 import statistics
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     from ragloom.stores.weaviate import WeaviateStore
 
     settings = stack.up(Settings.from_env(), llm=True)
-    settings = dataclasses.replace(settings, collection_prefix="BenchLLM", llm_max_tokens=args.max_tokens)
+    prefix = f"{settings.collection_prefix}BenchLLM{uuid.uuid4().hex[:8]}"
+    settings = dataclasses.replace(settings, collection_prefix=prefix, llm_max_tokens=args.max_tokens)
     data = load_dataset(DATA, max_queries=args.queries, corpus_limit=args.corpus, seed=13)
     questions = [q.text for q in data.queries]
     embedder = make_embedder(settings)

@@ -177,9 +177,10 @@ def phase_llamaindex(args: argparse.Namespace) -> dict:
 
 
 def run_side(python: Path, side: str, args: argparse.Namespace, docs_file: Path, model_path: str,
-             env: dict[str, str]) -> dict:
+             env: dict[str, str], prefix: str) -> dict:
+    """One side in a fresh process, writing a collection of its own under ``prefix``."""
     cmd = [str(python), __file__, "--phase", side, "--docs-file", str(docs_file), "--model-path", model_path,
-           "--collection", f"BenchPeer{uuid.uuid4().hex[:8]}", "--ragloom-backend", args.ragloom_backend]
+           "--collection", f"{prefix}BenchPeer{uuid.uuid4().hex[:8]}", "--ragloom-backend", args.ragloom_backend]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"{side} side failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             for side, side_python in (("ragloom", Path(sys.executable)), ("llamaindex", python)):
                 log(f"run {repeat + 1}/{args.repeats}: {side}")
-                result = run_side(side_python, side, args, docs_file, model_path, env)
+                result = run_side(side_python, side, args, docs_file, model_path, env, settings.collection_prefix)
                 results[side].append(result)
                 print(json.dumps({"benchmark": "peer_llamaindex", "repeat": repeat, **result}), flush=True)
 

@@ -1,11 +1,13 @@
 """Query latency per retrieval strategy on the SciFact corpus: p50 / p95 over >= 200 queries, models loaded first.
 
     python benchmarks/query_latency.py [--queries 200] [--strategies hybrid,graph_rag,hierarchical]
+                                       [--documents N] [--prefix BenchLatency] [--drop]
 
-The corpus (5,183 abstracts) is chunked (recursive and hierarchical), embedded through the shared embedding
-cache and synced into its own collections (prefix ``BenchLatency``) and graph namespace (``bench_latency``)
-with the pipeline's own sync functions; a re-run finds them in place and writes nothing. ``--drop`` deletes
-them afterwards.
+The corpus (5,183 abstracts, or the first ``--documents``) is chunked (recursive and hierarchical), embedded
+through the shared embedding cache and synced into its own collections (prefix ``BenchLatency``) and graph
+namespace (``bench_latency``; another ``--prefix`` P uses namespace p) with the pipeline's own sync
+functions; a re-run finds them in place and writes nothing. ``--drop`` deletes them afterwards, also when
+the run fails.
 
 ``--scale-to N`` (graph_rag's target is stated at >= 25,000 chunks) tiles the corpus: copies of every
 abstract under new document ids until the recursive collection holds at least N chunks (prefix
@@ -34,6 +36,7 @@ DATA = REPO.parent / "shared" / "data" / "scifact"
 TARGETS_P95_MS = {"hybrid": 50.0, "graph_rag": 150.0, "hierarchical": 80.0}
 TARGET_PPR_P95_MS = 30.0
 PREFIX, GRAPH_NAMESPACE = "BenchLatency", "bench_latency"
+CHUNKINGS = ("recursive", "hierarchical")
 OFF_TOPIC = [
     "How do I bake sourdough bread at home?", "Who won the 1998 football world cup?",
     "What is the best way to learn the guitar?", "Recommend a hotel in Lisbon near the old town.",
@@ -60,7 +63,7 @@ def ingest(settings, embedder, documents, graph_too: bool, log) -> dict:
     cache = EmbeddingCache(settings.artifacts_dir / "embedding_cache")
     sizes = {}
     with WeaviateStore.connect(settings) as vectors:
-        for chunking in ("recursive", "hierarchical"):
+        for chunking in CHUNKINGS:
             chunks = get_chunker(chunking).chunk_many(documents)
             sizes[chunking] = len(chunks)
             started = time.perf_counter()
@@ -137,13 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--abstention", action="store_true", help="print the best-cosine distribution")
+    parser.add_argument("--documents", type=int, default=0, help="use only the first N abstracts (0: all)")
+    parser.add_argument("--prefix", default=PREFIX, help="collection prefix (its lower case names the graph)")
     parser.add_argument("--drop", action="store_true", help="delete the benchmark collections and graph after")
     parser.add_argument("--scale-to", type=int, default=0, help="tile the corpus to at least this many chunks")
     args = parser.parse_args(argv)
 
-    from ragloom.api import Ragloom
-    from ragloom.embedding import make_embedder
-    from ragloom.evaluation.datasets import load_dataset
     from ragloom.settings import Settings
 
     def log(message: str) -> None:
@@ -151,17 +153,43 @@ def main(argv: list[str] | None = None) -> int:
 
     strategies = [s for s in args.strategies.split(",") if s]
     suffix = str(args.scale_to) if args.scale_to else ""
-    settings = dataclasses.replace(Settings.from_env(), collection_prefix=PREFIX + suffix,
-                                   graph_namespace=GRAPH_NAMESPACE + suffix)
+    namespace = GRAPH_NAMESPACE if args.prefix == PREFIX else args.prefix.lower()
+    settings = dataclasses.replace(Settings.from_env(), collection_prefix=args.prefix + suffix,
+                                   graph_namespace=namespace + suffix)
+    try:
+        return measure(args, settings, strategies, log)
+    finally:
+        if args.drop:
+            drop(settings)
+
+
+def drop(settings) -> None:
+    """Delete the benchmark's collections and graph namespace."""
+    from ragloom.stores.neo4j import Neo4jStore
+    from ragloom.stores.weaviate import WeaviateStore
+
+    with WeaviateStore.connect(settings) as vectors:
+        for chunking in CHUNKINGS:  # by name: another prefix may start with this one
+            vectors.drop_collection(chunking)
+    with Neo4jStore.connect(settings) as graph:
+        graph.clear()
+
+
+def measure(args: argparse.Namespace, settings, strategies: list[str], log) -> int:
+    from ragloom.api import Ragloom
+    from ragloom.embedding import make_embedder
+    from ragloom.evaluation.datasets import load_dataset
+
     dataset = load_dataset(args.data)
+    documents = dataset.documents[: args.documents or None]
     queries = [q.text for q in dataset.queries][: max(args.queries, args.warmup)]
     embedder = make_embedder(settings)  # model load: outside every timing
     if args.scale_to:
         if "hierarchical" in strategies:
             raise SystemExit("--scale-to tiles the recursive collection only: leave hierarchical out of --strategies")
-        sizes = ingest_scaled(settings, embedder, dataset.documents, args.scale_to, log)
+        sizes = ingest_scaled(settings, embedder, documents, args.scale_to, log)
     else:
-        sizes = ingest(settings, embedder, dataset.documents, "graph_rag" in strategies, log)
+        sizes = ingest(settings, embedder, documents, "graph_rag" in strategies, log)
 
     with Ragloom(settings, embedder=embedder) as rag:
         for strategy in strategies:  # spaCy, Neo4j and the in-process graph load before any timing
@@ -198,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                     fallbacks[name] = fallbacks.get(name, 0) + bool(result.metadata["fallbacks"])
 
         base_p95 = percentile(latencies["baseline"], 95)
-        print(f"\nquery latency, SciFact: {len(dataset.documents)} documents, recursive {sizes['recursive']} chunks, "
+        print(f"\nquery latency, SciFact: {len(documents)} documents, recursive {sizes['recursive']} chunks, "
               f"hierarchical {sizes['hierarchical']} chunks; {args.queries} queries, k={args.k}, "
               f"embedder {embedder.model_id}")
         print(f"{'strategy':<14}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}{'p95/base':>10}{'target p95':>12}  "
@@ -237,16 +265,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  floor {floor:.2f}: abstains on {share:6.1%} of answerable claims, "
                       f"{sum(c < floor for c in off)}/{len(off)} off-topic questions")
             print(f"  off-topic best cosines: {', '.join(f'{c:.2f}' for c in sorted(off))}")
-
-    if args.drop:
-        from ragloom.stores.neo4j import Neo4jStore
-        from ragloom.stores.weaviate import WeaviateStore
-
-        with WeaviateStore.connect(settings) as vectors:
-            for chunking in ("recursive", "hierarchical"):
-                vectors.drop(chunking)
-        with Neo4jStore.connect(settings) as graph:
-            graph.clear()
     return 0
 
 

@@ -4,7 +4,10 @@ Each script runs as its own subprocess (so one crash or one model load never ske
 output goes to stderr as it runs, and every JSON line it prints is passed on tagged with its name. A
 script that prints no JSON still gets one line: its exit code, time and the tail of its output.
 
-    python benchmarks/run_all.py [--quick] [--only scaling,peer_llamaindex] [--skip ingest_graph]
+    python benchmarks/run_all.py [--quick | --smoke] [--only scaling,peer_llamaindex] [--skip ingest_graph]
+
+``--smoke`` runs each script at its smallest size (seconds each; tests/integration/test_benchmarks_smoke.py):
+it shows the scripts still run, cleanup included, and measures nothing worth reading.
 """
 
 from __future__ import annotations
@@ -18,17 +21,29 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# name -> (full arguments, --quick arguments)
-BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
-    "chunking": ([], ["--runs", "1", "--docs", "10", "--semantic-docs", "2"]),
-    "embedding_quality": ([], ["--backends", "torch,onnx-int8"]),
-    "ingest_vectors": ([], ["--sizes", "0.1", "--baseline-reps", "1", "--noop-reps", "2"]),
-    "ingest_graph": ([], ["--repeats", "1", "--limit", "500", "--baseline-sample", "100"]),
-    "query_latency": ([], ["--queries", "50", "--warmup", "5"]),
-    "rerank_latency": ([], ["--queries", "10"]),
-    "service_load": ([], ["--seconds", "5", "--corpus-limit", "300"]),
-    "scaling": ([], ["--sizes", "1000,5000"]),
-    "peer_llamaindex": ([], ["--docs", "300"]),
+# name -> (full arguments, --quick arguments, --smoke arguments)
+BENCHMARKS: dict[str, tuple[list[str], list[str], list[str]]] = {
+    "chunking": ([], ["--runs", "1", "--docs", "10", "--semantic-docs", "2"],
+                 ["--runs", "1", "--docs", "2", "--semantic-docs", "1"]),
+    "embedding_quality": ([], ["--backends", "torch,onnx-int8"],
+                          ["--backends", "onnx-int8", "--documents", "40", "--queries", "10"]),
+    "ingest_vectors": ([], ["--sizes", "0.1", "--baseline-reps", "1", "--noop-reps", "2"],
+                       ["--documents", "12", "--sizes", "0.5", "--baseline-chunks", "8", "--baseline-reps", "1",
+                        "--noop-reps", "1"]),
+    "ingest_graph": ([], ["--repeats", "1", "--limit", "500", "--baseline-sample", "100"],
+                     ["--repeats", "1", "--limit", "30", "--baseline-sample", "10"]),
+    "query_latency": ([], ["--queries", "50", "--warmup", "5"],
+                      ["--documents", "30", "--queries", "3", "--warmup", "1", "--prefix", "BenchLatencySmoke",
+                       "--drop"]),
+    "llm_overhead": ([], ["--queries", "5", "--corpus", "100", "--cache-hits", "50"],
+                     ["--queries", "1", "--corpus", "20", "--max-tokens", "8", "--cache-hits", "3"]),
+    "rerank_latency": ([], ["--queries", "10"], ["--queries", "2", "--candidates", "5",
+                                                   "--backends", "torch,onnx-int8"]),
+    "service_load": ([], ["--seconds", "5", "--corpus-limit", "300"],
+                     ["--seconds", "1", "--corpus-limit", "20", "--concurrency", "2", "--strategies", "hybrid",
+                      "--prefix", "BenchServiceSmoke", "--drop"]),
+    "scaling": ([], ["--sizes", "1000,5000"], ["--sizes", "40"]),
+    "peer_llamaindex": ([], ["--docs", "300"], ["--docs", "10"]),
 }
 
 
@@ -77,7 +92,9 @@ def headline(records: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller sizes everywhere (minutes, not an hour)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="smaller sizes everywhere (minutes, not an hour)")
+    size.add_argument("--smoke", action="store_true", help="the smallest sizes: does every script still run?")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
     parser.add_argument("--skip", default="", help="comma-separated benchmarks to leave out")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per benchmark")
@@ -92,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = []
     for name in names:
-        full, quick = BENCHMARKS[name]
-        records = run(name, quick if args.quick else full, args.timeout)
+        full, quick, smoke = BENCHMARKS[name]
+        records = run(name, smoke if args.smoke else quick if args.quick else full, args.timeout)
         for record in records:
             print(json.dumps(record, default=str), flush=True)
         summary.append((name, records[-1], headline(records)))

@@ -72,7 +72,7 @@ def phase_ingest(args: argparse.Namespace) -> dict:
 
     settings = Settings.from_env()
     settings = dataclasses.replace(settings, embed_backend=args.backend or settings.embed_backend,
-                                   collection_prefix=f"BenchScale{uuid.uuid4().hex[:8]}")
+                                   collection_prefix=f"{settings.collection_prefix}BenchScale{uuid.uuid4().hex[:8]}")
     with args.pool.open("rb") as handle:
         chunks = take(pickle.load(handle), args.size)
     embedder = make_embedder(settings)

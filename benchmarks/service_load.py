@@ -4,11 +4,11 @@ in-process Python API run sequentially in the same script (the baseline), for hy
     python benchmarks/service_load.py [--seconds 20] [--concurrency 1,4,16] [--strategies hybrid,graph_rag]
 
 The corpus is SciFact (``--corpus-limit`` abstracts, the claims as queries), chunked and synced into its own
-collections (prefix ``BenchService``) and graph namespace through the pipeline's sync functions (a re-run finds
-them in place); ``--drop`` deletes them afterwards. The server gets its own keys file and a rate limit out of
-the way. Every run is time-bounded; queries cycle. Prints throughput, p50/p95/p99 and errors per run, and the
-issue's targets: hybrid throughput at concurrency 16 >= 1.3x the sequential in-process baseline, p95 <= 100 ms
-at concurrency 4, zero errors.
+collections (prefix ``BenchService``, or ``--prefix``) and graph namespace through the pipeline's sync functions
+(a re-run finds them in place); ``--drop`` deletes them afterwards. The server gets its own keys file and a rate
+limit out of the way. Every run is time-bounded; queries cycle. Prints throughput, p50/p95/p99 and errors per
+run, and the issue's targets: hybrid throughput at concurrency 16 >= 1.3x the sequential in-process baseline,
+p95 <= 100 ms at concurrency 4, zero errors.
 """
 
 from __future__ import annotations
@@ -166,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=8, help="RAGLOOM_SERVICE_WORKERS of the server")
     parser.add_argument("--threads", action="store_true",
                         help="also run the in-process API from N threads (no HTTP), coalesced embedding on")
+    parser.add_argument("--prefix", default=PREFIX, help="collection prefix (its lower case names the graph)")
     parser.add_argument("--drop", action="store_true", help="delete the benchmark collections and graph after")
     args = parser.parse_args(argv)
 
@@ -182,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
 
     strategies = [s for s in args.strategies.split(",") if s]
     levels = [int(c) for c in args.concurrency.split(",") if c]
-    settings = dataclasses.replace(Settings.from_env(), collection_prefix=PREFIX, graph_namespace=GRAPH_NAMESPACE)
+    namespace = GRAPH_NAMESPACE if args.prefix == PREFIX else args.prefix.lower()
+    settings = dataclasses.replace(Settings.from_env(), collection_prefix=args.prefix, graph_namespace=namespace)
     dataset = load_dataset(args.data, corpus_limit=args.corpus_limit, seed=7)
     queries = [q.text for q in dataset.queries]
     embedder = make_embedder(settings)
@@ -210,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         key, _ = KeyStore(Path(tmp) / "keys.json").create("bench", label="service_load")
         port = _free_port()
-        env = {**os.environ, "RAGLOOM_COLLECTION_PREFIX": PREFIX, "RAGLOOM_GRAPH_NAMESPACE": GRAPH_NAMESPACE,
+        env = {**os.environ, "RAGLOOM_COLLECTION_PREFIX": args.prefix, "RAGLOOM_GRAPH_NAMESPACE": namespace,
                "RAGLOOM_SERVICE_KEYS_FILE": str(Path(tmp) / "keys.json"), "RAGLOOM_SERVICE_RATE_PER_MINUTE": "10000000",
                "RAGLOOM_SERVICE_WORKERS": str(args.workers)}
         with open(Path(tmp) / "server.log", "w") as server_log:

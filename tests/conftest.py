@@ -1,14 +1,13 @@
-"""Shared test setup: no model hub, quiet tokenizers."""
+"""Shared test setup: no model hub, quiet tokenizers, and the user's artifacts left alone."""
 
 import os
+from collections.abc import Callable, Iterator
+
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-from collections.abc import Callable, Iterator  # noqa: E402
-
-import pytest  # noqa: E402
 
 
 def _chunker_registrar() -> Iterator[Callable[[str, type], type]]:
@@ -36,3 +35,13 @@ def register_chunker_for_test() -> Iterator[Callable[[str, type], type]]:
 @pytest.fixture(scope="module")
 def register_chunker_for_module() -> Iterator[Callable[[str, type], type]]:
     yield from _chunker_registrar()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def artifacts_outside_the_users_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test writes the user's artifacts (Parquet outputs, the embedding cache): RAGLOOM_ARTIFACTS_DIR points
+    at a folder of this session, for the tests and the processes they start. Tests that need their own still
+    set it; the cache then lives as long as the session, shared by its tests."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAGLOOM_ARTIFACTS_DIR", str(tmp_path_factory.mktemp("artifacts")))
+        yield

@@ -1,0 +1,72 @@
+"""Every script in benchmarks/ still runs, at its smallest size (run_all's ``--smoke`` arguments), against the
+real stack, cleanup included. Benchmarks are not run by the suite otherwise, so this is what keeps them from
+rotting unseen. Each script runs in its own process with this test's collection prefix, graph namespace and
+artifacts folder (so the user's embedding cache is never written), and must leave nothing under them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+_spec = importlib.util.spec_from_file_location("_ragloom_benchmarks_run_all", BENCHMARKS_DIR / "run_all.py")
+run_all = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_all)
+
+
+def test_run_all_knows_every_script():
+    assert {p.stem for p in BENCHMARKS_DIR.glob("*.py")} - {"run_all"} == set(run_all.BENCHMARKS)
+
+
+def _environment(namespace: str, tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "RAGLOOM_COLLECTION_PREFIX": namespace, "RAGLOOM_GRAPH_NAMESPACE": namespace.lower(),
+            "RAGLOOM_ARTIFACTS_DIR": str(tmp_path / "artifacts"), "PYTHONWARNINGS": "ignore"}
+
+
+def _left_behind(weaviate_client, neo4j_driver, namespace: str) -> dict[str, object]:
+    collections = [n for n in weaviate_client.collections.list_all(simple=True) if n.startswith(namespace)]
+    with neo4j_driver.session() as session:
+        nodes = session.run("MATCH (n) WHERE n.ns STARTS WITH $ns RETURN count(n) AS n",
+                            ns=namespace.lower()).single()["n"]
+    return {"collections": collections, "graph nodes": nodes}
+
+
+def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *argv], cwd=BENCHMARKS_DIR.parent, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.mark.parametrize("name", sorted(run_all.BENCHMARKS))
+def test_benchmark_runs_at_its_smallest_size_and_cleans_up(name, settings, weaviate_client, neo4j_driver,
+                                                             namespace, tmp_path):
+    _, _, smoke = run_all.BENCHMARKS[name]
+    # these keep their collections between runs unless --drop; here they live under this test's prefix
+    extra = ["--prefix", f"{namespace}Bench"] if "--prefix" in smoke else []
+    try:
+        done = _run([str(BENCHMARKS_DIR / f"{name}.py"), *smoke, *extra], _environment(namespace, tmp_path))
+        # exit status 1 with figures and no traceback is a missed target (service_load): a figure, not rot
+        missed_target = done.returncode == 1 and "MISS" in done.stdout and "Traceback" not in done.stderr
+        assert done.returncode == 0 or missed_target, \
+            f"{name} exited {done.returncode}:\n{(done.stdout + done.stderr)[-4000:]}"
+        assert done.stdout.strip(), f"{name} printed no figures"
+        assert _left_behind(weaviate_client, neo4j_driver, namespace) == {"collections": [], "graph nodes": 0}
+    finally:  # a failed script's leftovers must not stay on the shared stack
+        for collection in _left_behind(weaviate_client, neo4j_driver, namespace)["collections"]:
+            weaviate_client.collections.delete(collection)
+        with neo4j_driver.session() as session:
+            session.run("MATCH (n) WHERE n.ns STARTS WITH $ns DETACH DELETE n", ns=namespace.lower())
+
+
+def test_run_all_smoke_reports_each_script_it_ran(settings, namespace, tmp_path):
+    argv = [str(BENCHMARKS_DIR / "run_all.py"), "--smoke", "--only", "chunking"]
+    done = _run(argv, _environment(namespace, tmp_path))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert records[-1]["benchmark"] == "chunking" and records[-1]["status"] == "ok", records[-1]
