@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+# A script at its smallest size takes about a minute on an idle 2-core machine (model loads, child processes);
+# a loaded one is many times slower, hence the generous limits.
+SCRIPT_TIMEOUT_S = 1500
 _spec = importlib.util.spec_from_file_location("_ragloom_benchmarks_run_all", BENCHMARKS_DIR / "run_all.py")
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
@@ -40,9 +43,10 @@ def _left_behind(weaviate_client, neo4j_driver, namespace: str) -> dict[str, obj
 
 def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *argv], cwd=BENCHMARKS_DIR.parent, env=env, capture_output=True,
-                          text=True, timeout=900)
+                          text=True, timeout=SCRIPT_TIMEOUT_S)
 
 
+@pytest.mark.timeout(SCRIPT_TIMEOUT_S + 300)
 @pytest.mark.parametrize("name", sorted(run_all.BENCHMARKS))
 def test_benchmark_runs_at_its_smallest_size_and_cleans_up(name, settings, weaviate_client, neo4j_driver,
                                                              namespace, tmp_path):
@@ -64,6 +68,7 @@ def test_benchmark_runs_at_its_smallest_size_and_cleans_up(name, settings, weavi
             session.run("MATCH (n) WHERE n.ns STARTS WITH $ns DETACH DELETE n", ns=namespace.lower())
 
 
+@pytest.mark.timeout(SCRIPT_TIMEOUT_S + 300)
 def test_run_all_smoke_reports_each_script_it_ran(settings, namespace, tmp_path):
     argv = [str(BENCHMARKS_DIR / "run_all.py"), "--smoke", "--only", "chunking"]
     done = _run(argv, _environment(namespace, tmp_path))
