@@ -270,3 +270,25 @@ def test_llm_transforms_without_a_model_are_skipped_not_crashing() -> None:
         get_transform("multi_query", None, m=3)
     with pytest.raises(ConfigError):
         Expansion(["hyde", "unknown"], None)
+
+
+def test_concurrency_limit_bounds_requests_in_flight() -> None:
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    lock, in_flight, peak = threading.Lock(), [0], [0]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.05)
+        with lock:
+            in_flight[0] -= 1
+        return httpx.Response(200, json=_reply("ok"))
+
+    client = _client(handler, max_concurrency=2)
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        list(pool.map(lambda _: client.chat([{"role": "user", "content": "q"}], max_tokens=5), range(6)))
+    assert peak[0] == 2 and client.usage.calls == 6
