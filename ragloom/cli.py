@@ -267,6 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_command(sub)
 
+    from ragloom.routing.train import add_router_command
+
+    add_router_command(sub)
+
     p = sub.add_parser("strategies", help="every registered retrieval strategy with its options")
     p.add_argument("--markdown", action="store_true", help="the options as the README's Markdown table")
     p.add_argument("--json", action="store_true")

@@ -1,4 +1,4 @@
-"""Retrieval: one Retriever interface, six registered strategies, filters, fusion and post-processing."""
+"""Retrieval: one Retriever interface, registered strategies, filters, fusion and post-processing."""
 
 from ragloom.filters import build_where, parse_filters
 from ragloom.retrieval.base import (
@@ -16,6 +16,7 @@ from ragloom.retrieval.base import (
     register_retrieval_strategy,
     strategy_class,
 )
+from ragloom.retrieval.adaptive import AdaptiveRetriever
 from ragloom.retrieval.bm25 import BM25Retriever
 from ragloom.retrieval.dense import DenseRetriever
 from ragloom.retrieval.fusion import fuse, rrf, weighted
@@ -29,6 +30,7 @@ from ragloom.retrieval.postprocess import Citation, assemble_context, lost_in_th
 __all__ = [
     "POSTPROCESS_DEFAULTS",
     "POSTPROCESS_OPTIONS",
+    "AdaptiveRetriever",
     "BM25Retriever",
     "Citation",
     "DenseRetriever",

@@ -1,0 +1,186 @@
+"""adaptive: route each query to a strategy, check the result, and retry with the next strategy when it is weak.
+
+Routing reads the query's form and two cheap lane queries (dense and BM25, 10 candidates each; see
+``ragloom.routing.features``). The router is the learned model when one is trained (``ragloom router train``,
+at ``router_model`` or ``<artifacts>/router/model.pkl``), the LLM selector with ``router=llm`` and a
+configured model, else rules. The chosen strategy runs with its own defaults on this retriever's chunking.
+The quality check (best dense cosine, query-term coverage; margin and diversity when their thresholds are
+set) may send the query to the next untried strategy of ``chain``, at most ``max_retries`` times; the best
+try by quality is returned. ``info`` records the route, every try and why it was retried.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from ragloom.errors import RagloomError, RetrievalError
+from ragloom.retrieval import lanes
+from ragloom.retrieval.base import (
+    Retriever,
+    SearchRequest,
+    available_strategies,
+    register_retrieval_strategy,
+    strategy_class,
+)
+from ragloom.retrieval.options import Option
+from ragloom.routing.features import SIGNAL_K, named
+from ragloom.routing.features import features as route_features
+from ragloom.routing.quality import assess, weak_reasons
+from ragloom.routing.router import LearnedRouter, LLMRouter, RouterError, RuleRouter
+from ragloom.types import RetrievedItem
+
+DEFAULT_CHAIN = ("hybrid", "dense", "bm25")
+ROUTERS = ("auto", "rules", "learned", "llm")
+
+
+def default_model_path() -> Path:
+    from ragloom.settings import Settings
+
+    return Settings.from_env().artifacts_dir / "router" / "model.pkl"
+
+
+@register_retrieval_strategy("adaptive")
+class AdaptiveRetriever(Retriever):
+    summary = "routes each query to a strategy (learned, LLM or rules) and retries weak results with the next one"
+
+    declared_options: dict[str, Option] = {
+        "chain": Option(DEFAULT_CHAIN, min_items=1, help="the strategies routed among, in retry order"),
+        "router": Option("auto", choices=ROUTERS, help="auto: the trained model if there is one, else rules; "
+                         "llm: the configured LLM chooses (rules when it fails)"),
+        "router_model": Option("", help="the trained router's path; empty: <artifacts>/router/model.pkl"),
+        "max_retries": Option(1, min=0, max=5, help="corrective retries with the next untried strategy of chain"),
+        "min_cosine": Option(0.3, min=0.0, max=1.0, help="retry when the top items' best dense cosine is below "
+                             "this; 0 = off"),
+        "min_coverage": Option(0.5, min=0.0, max=1.0, help="retry when fewer of the query's content terms appear "
+                               "in the top items' text; 0 = off"),
+        "min_margin": Option(0.0, min=0.0, max=1.0, help="retry when the first two items' cosine margin is "
+                             "below this; 0 = off"),
+        "min_diversity": Option(0.0, min=0.0, max=1.0, help="retry when the top items' share of distinct "
+                                "documents is below this; 0 = off"),
+    }
+
+    def __init__(self, context: Any, chunking: str | None = None, **options: Any) -> None:
+        super().__init__(context, chunking, **options)
+        self._routers: dict[tuple[str, str], Any] = {}
+
+    # the router -------------------------------------------------------------------------------------------
+    def router(self, kind: str, model_path: str) -> tuple[Any, str]:
+        """(the router for ``kind``, a note on why it is not the one asked for, or "")."""
+        key = (kind, model_path)
+        if key not in self._routers:
+            self._routers[key] = self._make_router(kind, model_path)
+        return self._routers[key]
+
+    def _make_router(self, kind: str, model_path: str) -> tuple[Any, str]:
+        if kind == "llm":
+            from ragloom.llm import LLMClient
+            from ragloom.settings import Settings
+
+            client = LLMClient.from_settings(Settings.from_env())
+            if client is None:
+                return RuleRouter(), "router=llm but no LLM is configured (RAGLOOM_LLM_*): rules"
+            summaries = {name: strategy_class(name).summary for name in available_strategies()}
+            return LLMRouter(client, summaries), ""
+        if kind == "rules":
+            return RuleRouter(), ""
+        path = Path(model_path) if model_path else default_model_path()
+        try:
+            return LearnedRouter.load(path), ""
+        except RouterError as e:
+            if kind == "learned":
+                raise RetrievalError(f"adaptive: {e}") from e
+            return RuleRouter(), f"no usable trained router ({e}): rules"
+
+    # the search -------------------------------------------------------------------------------------------
+    def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
+        chain = check_chain(options["chain"])
+        started = time.perf_counter()
+        with request.stage("route"):
+            vector = signals(request, self.chunking)
+            router, note = self.router(options["router"], options["router_model"])
+            try:
+                strategy, why = router.route(request.query, vector, chain)
+            except RagloomError as e:  # an LLM that fails or answers outside the chain: the rules decide
+                note = f"{router.kind} router failed ({e}): rules"
+                router = RuleRouter()
+                strategy, why = router.route(request.query, vector, chain)
+        route = {"router": router.kind, "strategy": strategy, "why": why, "note": note or None,
+                 "ms": round((time.perf_counter() - started) * 1000, 2), "features": named(vector)}
+        tries: list[dict[str, Any]] = []
+        results: list[list[RetrievedItem]] = []
+        tried: list[str] = []
+        while True:
+            tried.append(strategy)
+            items, error = self._run(request, strategy)
+            quality = assess(request.query, items, request.vector())
+            reasons = [f"failed: {error}"] if error else weak_reasons(
+                quality, len(items), min_cosine=options["min_cosine"], min_coverage=options["min_coverage"],
+                min_margin=options["min_margin"], min_diversity=options["min_diversity"])
+            tries.append({"strategy": strategy, "quality": quality.as_dict(), "weak": reasons})
+            results.append(items)
+            following = [s for s in chain if s not in tried]
+            if not reasons or len(tried) > options["max_retries"] or not following:
+                break
+            strategy = following[0]
+        best = max(range(len(results)), key=lambda i: (bool(results[i]), _score(tries[i]), -i))
+        if not results[best] and all(t["weak"] and t["weak"][0].startswith("failed") for t in tries):
+            raise RetrievalError("adaptive: every strategy tried failed: " +
+                                 "; ".join(f"{t['strategy']}: {t['weak'][0]}" for t in tries))
+        request.info["adaptive"] = {"route": route, "tries": tries, "used": tries[best]["strategy"],
+                                    "retried": len(tries) > 1}
+        return results[best]
+
+    def _run(self, request: SearchRequest, strategy: str) -> tuple[list[RetrievedItem], str]:
+        cls = strategy_class(strategy)
+        inner = cls(self.context, chunking=self.chunking)
+        own = {k: v for k, v in inner.options.items() if k in cls.declared_options}
+        sub = dataclasses.replace(request, lanes_run=[], fallbacks=[], timings_ms={}, info={})
+        try:
+            items = inner.get_search_results(sub, **own)
+        except RagloomError as e:
+            return [], str(e)
+        finally:
+            for lane in sub.lanes_run:
+                request.lane(lane)
+            request.fallbacks.extend(f"{strategy}: {f}" for f in sub.fallbacks)
+            for stage, ms in sub.timings_ms.items():
+                request.timings_ms[f"{strategy}.{stage}"] = request.timings_ms.get(f"{strategy}.{stage}", 0.0) + ms
+            if sub.info:
+                request.info[strategy] = sub.info
+            if request._vector is None and sub._vector is not None:
+                request._vector = sub._vector
+        return items, ""
+
+
+def signals(request: SearchRequest, chunking: str) -> Any:
+    """The routing features of the request's query: its form, and one dense and one BM25 lane query."""
+    dense = lanes.dense(request, chunking, SIGNAL_K)
+    bm25 = lanes.bm25(request, chunking, SIGNAL_K)
+    return route_features(request.query, dense, bm25)
+
+
+def query_features(context: Any, chunking: str, query: str) -> Any:
+    """``signals`` outside a search (router training), with the default scope and no filters."""
+    from ragloom.types import Scope
+
+    request = SearchRequest(query=query, k=SIGNAL_K, scope=Scope.from_path(None), filters=None,
+                            chunking=chunking, context=context, fetch_k=SIGNAL_K, include_vectors=False)
+    return signals(request, chunking)
+
+
+def _score(attempt: dict[str, Any]) -> float:
+    q = attempt["quality"]
+    return (q["best_cosine"] or 0.0) + q["coverage"]
+
+
+def check_chain(chain: tuple[str, ...]) -> tuple[str, ...]:
+    """The chain's strategies must be registered, other than adaptive itself, each once."""
+    known = [s for s in available_strategies() if s != "adaptive"]
+    bad = [s for s in chain if s not in known]
+    if bad or len(set(chain)) != len(chain):
+        raise RetrievalError(f"adaptive: chain={list(chain)} must name registered strategies once each, "
+                             f"from {', '.join(known)}")
+    return chain

@@ -1,0 +1,150 @@
+"""Routers: pick the retrieval strategy for one query. One interface, three implementations:
+
+- ``RuleRouter``: the default when no trained model exists (hand-set rules on the query's features);
+- ``LearnedRouter``: a scikit-learn model predicting each strategy's nDCG@10 from the features, trained by
+  ``ragloom router train`` on evaluation runs; saved as a pickle plus a JSON card holding the feature version,
+  the strategies and a hash of the training data; a model of another feature version is refused;
+- ``LLMRouter``: asks the configured LLM (RAGLOOM_LLM_*) to choose, given each strategy's one-line summary;
+  its answer must name one of the candidates, else it is an error (the adaptive strategy then uses the rules).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ragloom.errors import RagloomError
+from ragloom.routing.features import FEATURE_NAMES, FEATURE_VERSION
+
+
+class RouterError(RagloomError):
+    """A router that cannot be loaded or gave an answer outside the registered strategies."""
+
+
+class Router(Protocol):
+    kind: str
+
+    def route(self, query: str, features: np.ndarray, candidates: Sequence[str]) -> tuple[str, str]:
+        """(the chosen strategy, one of ``candidates``; why)."""
+
+
+def _feature(features: np.ndarray, name: str) -> float:
+    return float(features[FEATURE_NAMES.index(name)])
+
+
+class RuleRouter:
+    """Measured tendencies as rules: entity-heavy wh-questions (multi-hop style) go to dense, queries with codes
+    or digits and queries where the lanes agree go to a fusion; otherwise the first candidate."""
+
+    kind = "rules"
+
+    def route(self, query: str, features: np.ndarray, candidates: Sequence[str]) -> tuple[str, str]:
+        def pick(name: str, why: str) -> tuple[str, str] | None:
+            return (name, why) if name in candidates else None
+
+        wh = sum(_feature(features, f"wh_{w}") for w in ("what", "who", "when", "where", "which"))
+        if _feature(features, "codes") > 0 or _feature(features, "digits") > 0:
+            got = pick("hybrid", "codes or digits: exact terms matter")
+            if got:
+                return got
+        if wh and _feature(features, "capitalized") >= 2 and _feature(features, "agreement_jaccard") < 0.2:
+            got = pick("dense", "entity question where BM25 and dense disagree")
+            if got:
+                return got
+        return candidates[0], "default: first strategy of the chain"
+
+
+@dataclass
+class LearnedRouter:
+    """A multi-output regressor (features -> each strategy's expected nDCG@10); routes to the argmax among the
+    candidates."""
+
+    model: Any
+    strategies: list[str]
+    card: dict[str, Any] = field(default_factory=dict)
+    kind: str = "learned"
+
+    def route(self, query: str, features: np.ndarray, candidates: Sequence[str]) -> tuple[str, str]:
+        predicted = np.asarray(self.model.predict(features.reshape(1, -1)))[0]
+        scores = {s: float(p) for s, p in zip(self.strategies, predicted, strict=True) if s in candidates}
+        if not scores:
+            return candidates[0], "model knows none of the chain's strategies: first of the chain"
+        best = max(scores, key=lambda s: (scores[s], -list(candidates).index(s)))
+        return best, "predicted nDCG@10 " + ", ".join(f"{s} {v:.3f}" for s, v in scores.items())
+
+    # artifact ---------------------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(self.model))
+        card = {**self.card, "feature_version": FEATURE_VERSION, "feature_names": list(FEATURE_NAMES),
+                "strategies": self.strategies, "model_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        card_path(path).write_text(json.dumps(card, indent=1), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> LearnedRouter:
+        path = Path(path)
+        card_file = card_path(path)
+        if not path.is_file() or not card_file.is_file():
+            raise RouterError(f"router model {path}: missing (train one with `ragloom router train`)")
+        card = json.loads(card_file.read_text(encoding="utf-8"))
+        if card.get("feature_version") != FEATURE_VERSION or card.get("feature_names") != list(FEATURE_NAMES):
+            raise RouterError(f"router model {path} was trained on feature version {card.get('feature_version')}; "
+                              f"this code computes version {FEATURE_VERSION}: retrain with `ragloom router train`")
+        blob = path.read_bytes()
+        if hashlib.sha256(blob).hexdigest() != card.get("model_sha256"):
+            raise RouterError(f"router model {path} does not match its card (sha256 differs): retrain it")
+        return cls(pickle.loads(blob), list(card["strategies"]), card)
+
+
+def card_path(model_path: Path) -> Path:
+    return model_path.with_suffix(".json")
+
+
+def data_hash(rows: Sequence[Mapping[str, Any]]) -> str:
+    """sha256 of the training data (query ids, feature values and per-strategy scores), order-independent."""
+    text = "\n".join(sorted(json.dumps(r, sort_keys=True, default=float) for r in rows))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+LLM_SCHEMA = {"type": "object", "properties": {"strategy": {"type": "string"}, "reason": {"type": "string"}},
+              "required": ["strategy"]}
+
+
+class LLMRouter:
+    """ADR-003's single selector: the model gets each candidate's one-line summary and names one."""
+
+    kind = "llm"
+
+    def __init__(self, client: Any, summaries: Mapping[str, str]) -> None:
+        self.client = client
+        self.summaries = dict(summaries)
+
+    def messages(self, query: str, candidates: Sequence[str]) -> list[dict[str, str]]:
+        options = "\n".join(f"- {name}: {self.summaries.get(name, '')}" for name in candidates)
+        return [{"role": "system", "content": "You choose the retrieval strategy that will find the passages "
+                 "answering a query. Answer with JSON {\"strategy\": name, \"reason\": short}."},
+                {"role": "user", "content": f"Strategies:\n{options}\n\nQuery: {query}"}]
+
+    def route(self, query: str, features: np.ndarray, candidates: Sequence[str]) -> tuple[str, str]:
+        reply, _ = self.client.chat_json(self.messages(query, candidates), LLM_SCHEMA, name="route",
+                                         max_tokens=80)
+        return validate_choice(reply, candidates)
+
+
+def validate_choice(reply: Any, candidates: Sequence[str]) -> tuple[str, str]:
+    """The LLM's reply checked: a JSON object whose ``strategy`` is one of ``candidates``."""
+    if not isinstance(reply, Mapping) or not isinstance(reply.get("strategy"), str):
+        raise RouterError(f"LLM router: expected {{\"strategy\": name}}, got {reply!r:.200}")
+    name = reply["strategy"].strip().lower()
+    if name not in candidates:
+        raise RouterError(f"LLM router chose {reply['strategy']!r}, not one of {', '.join(candidates)}")
+    return name, f"llm: {str(reply.get('reason', ''))[:200]}"

@@ -1,0 +1,97 @@
+"""The adaptive strategy on the real stores (sample corpus in this module's own collections): the rule router
+when no model is trained, corrective retry on a crafted weak query and none on a strong one, a chain that is
+tried at most once per strategy, and a trained router artifact used at query time."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from ragloom.api import Ragloom
+from ragloom.chunking import chunker_for
+from ragloom.embedding import make_embedder
+from ragloom.errors import RetrievalError
+from ragloom.indexing.vectors import sync_vectors
+from ragloom.parsing import parse_sources
+from ragloom.retrieval.adaptive import query_features
+from ragloom.routing import FEATURE_NAMES, LearnedRouter
+from ragloom.routing.train import make_model
+from ragloom.settings import SAMPLE_CORPUS
+from ragloom.stores.embedding_cache import EmbeddingCache
+from ragloom.stores.weaviate import WeaviateStore
+
+STRONG = ("The Halifax Harbour Trust manages pilotage and traffic in Halifax Harbour; Corvane installed twelve "
+          "TideLens Harbour buoys in Project Beacon")
+WEAK = "zyxqwv plorbination kwemblatz frondulous"  # words in no document: low cosine, no term coverage
+
+
+@pytest.fixture(scope="module")
+def rag(settings, tmp_path_factory) -> Iterator[Ragloom]:
+    tag = uuid.uuid4().hex[:8]
+    ns = dataclasses.replace(settings, collection_prefix=f"TestAdapt{tag}", graph_namespace=f"test_adapt_{tag}",
+                             artifacts_path=tmp_path_factory.mktemp("artifacts"))
+    documents = parse_sources([SAMPLE_CORPUS], SAMPLE_CORPUS).documents
+    embedder = make_embedder(settings)
+    vectors = WeaviateStore.connect(ns)
+    try:
+        chunks = chunker_for("recursive", embedder).chunk_many(documents)
+        sync_vectors(vectors, embedder, "recursive", chunks, cache=EmbeddingCache(settings.artifacts_dir /
+                                                                                  "embedding_cache"))
+        with Ragloom(ns, vectors=vectors, embedder=embedder) as rag:
+            yield rag
+    finally:
+        vectors.drop_collections()
+        vectors.close()
+
+
+def _adaptive(result):
+    return result.metadata["adaptive"]
+
+
+def test_strong_query_is_not_retried_and_rules_route_without_a_model(rag, tmp_path):
+    result = rag.query(STRONG, strategy="adaptive", k=5, router_model=str(tmp_path / "none.pkl"), rerank=False)
+    info = _adaptive(result)
+    assert info["route"]["router"] == "rules" and "no usable trained router" in info["route"]["note"]
+    assert len(info["tries"]) == 1 and not info["retried"] and info["tries"][0]["weak"] == []
+    assert info["used"] == info["route"]["strategy"]
+    assert result.items and "halifax" in result.items[0].document_id.lower() + result.items[0].text.lower()
+    assert set(info["route"]["features"]) == set(FEATURE_NAMES)
+    assert "route" in result.metadata["timings_ms"]
+
+
+def test_weak_query_is_retried_with_the_next_strategy(rag, tmp_path):
+    result = rag.query(WEAK, strategy="adaptive", k=5, router="rules", chain=["hybrid", "dense", "bm25"],
+                       max_retries=1, abstain=False, rerank=False)
+    info = _adaptive(result)
+    assert info["retried"] and len(info["tries"]) == 2
+    first, second = info["tries"]
+    assert first["strategy"] == info["route"]["strategy"] and second["strategy"] != first["strategy"]
+    assert any("coverage" in why for why in first["weak"])
+    assert info["used"] in (first["strategy"], second["strategy"])
+
+
+def test_chain_is_tried_at_most_once_per_strategy(rag):
+    # every result is "weak" at min_cosine=1: retries stop when the chain is exhausted, never looping
+    result = rag.query(STRONG, strategy="adaptive", k=5, router="rules", chain=["dense", "bm25", "hybrid"],
+                       max_retries=5, min_cosine=1.0, rerank=False)
+    tried = [t["strategy"] for t in _adaptive(result)["tries"]]
+    assert sorted(tried) == ["bm25", "dense", "hybrid"] and all(t["weak"] for t in _adaptive(result)["tries"])
+    none = rag.query(STRONG, strategy="adaptive", k=5, router="rules", chain=["dense", "bm25"], max_retries=0,
+                     min_cosine=1.0, rerank=False)
+    assert len(_adaptive(none)["tries"]) == 1
+
+
+def test_a_trained_router_routes_queries(rag, tmp_path):
+    # a model trained to prefer bm25 for every query: the learned router must follow it
+    X = np.stack([query_features(rag.context, "recursive", q) for q in (STRONG, WEAK, "TideLens buoys")] * 5)
+    Y = np.tile([[0.1, 0.9, 0.2]], (len(X), 1))
+    path = LearnedRouter(make_model(0).fit(X, Y), ["dense", "bm25", "hybrid"]).save(tmp_path / "m.pkl")
+    result = rag.query("Who leads Field Operations?", strategy="adaptive", k=5, router="learned",
+                       router_model=str(path), rerank=False)
+    assert _adaptive(result)["route"]["router"] == "learned" and _adaptive(result)["route"]["strategy"] == "bm25"
+    with pytest.raises(RetrievalError, match="missing"):
+        rag.query("x", strategy="adaptive", router="learned", router_model=str(tmp_path / "absent.pkl"))

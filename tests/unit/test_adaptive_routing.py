@@ -1,0 +1,103 @@
+"""The adaptive strategy's parts that need no store: features, the router artifact, the LLM selector's output
+check, the quality check's reasons, and the chain's validation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ragloom.errors import RetrievalError
+from ragloom.retrieval import parse_options
+from ragloom.retrieval.adaptive import check_chain
+from ragloom.routing import FEATURE_NAMES, LearnedRouter, RouterError, RuleRouter, validate_choice
+from ragloom.routing.features import features, query_form
+from ragloom.routing.quality import Quality, weak_reasons
+from ragloom.routing.router import card_path
+from ragloom.routing.train import make_model
+from ragloom.types import RetrievedItem
+
+
+def _item(chunk: str, doc: str, score: float) -> RetrievedItem:
+    return RetrievedItem(chunk_id=chunk, document_id=doc, text="", score=score)
+
+
+def test_features_read_the_query_form_and_lane_agreement():
+    dense = [_item("a", "d1", 0.8), _item("b", "d2", 0.5)]
+    bm25 = [_item("a", "d1", 9.0), _item("c", "d3", 3.0)]
+    named = dict(zip(FEATURE_NAMES, features("Who founded IL-6 Labs in 1998?", dense, bm25), strict=True))
+    assert named["wh_who"] == 1.0 and named["question_mark"] == 1.0
+    assert named["codes"] == 1 and named["digits"] == 5
+    assert named["dense_top1"] == pytest.approx(0.8) and named["dense_margin"] == pytest.approx(0.3)
+    assert named["agreement_jaccard"] == pytest.approx(1 / 3) and named["top1_agree"] == 1.0
+    assert query_form("") == query_form("   ")  # no words: zeros, no division error
+
+
+def _trained(tmp_path, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(60, len(FEATURE_NAMES)))
+    Y = np.stack([X[:, 0] > 0, X[:, 0] <= 0, np.zeros(60)], axis=1).astype(float)
+    router = LearnedRouter(make_model(0).fit(X, Y), ["dense", "bm25", "hybrid"], {"data_sha256": "x"})
+    return router, router.save(tmp_path / "router" / "model.pkl"), X
+
+
+def test_router_artifact_round_trips(tmp_path):
+    router, path, X = _trained(tmp_path)
+    loaded = LearnedRouter.load(path)
+    assert loaded.strategies == ["dense", "bm25", "hybrid"] and loaded.card["data_sha256"] == "x"
+    for row in X[:10]:
+        assert loaded.route("", row, ["dense", "bm25", "hybrid"]) == router.route("", row, ["dense", "bm25", "hybrid"])
+    # restricted to the candidates given
+    assert loaded.route("", X[0], ["hybrid"])[0] == "hybrid"
+
+
+def test_router_refuses_another_feature_version(tmp_path):
+    _, path, _ = _trained(tmp_path)
+    card = json.loads(card_path(path).read_text())
+    card["feature_version"] -= 1
+    card_path(path).write_text(json.dumps(card))
+    with pytest.raises(RouterError, match="feature version"):
+        LearnedRouter.load(path)
+
+
+def test_router_refuses_a_model_that_is_not_its_card(tmp_path):
+    _, path, _ = _trained(tmp_path)
+    _, other, _ = _trained(tmp_path / "other", seed=1)
+    path.write_bytes(other.read_bytes())
+    with pytest.raises(RouterError, match="sha256"):
+        LearnedRouter.load(path)
+    with pytest.raises(RouterError, match="missing"):
+        LearnedRouter.load(tmp_path / "nothing.pkl")
+
+
+def test_llm_choice_is_validated_against_the_candidates():
+    assert validate_choice({"strategy": " Dense ", "reason": "r"}, ["dense", "bm25"])[0] == "dense"
+    for bad in ({"strategy": "graph_rag"}, {"strategy": "adaptive"}, {"reason": "no name"}, ["dense"], "dense",
+                {"strategy": 3}):
+        with pytest.raises(RouterError):
+            validate_choice(bad, ["dense", "bm25"])
+
+
+def test_rules_pick_only_candidates():
+    vector = features("Which team built TideLens 2 for Halifax Harbour?", [], [])
+    for candidates in (["dense", "bm25", "hybrid"], ["bm25"], ["multi_hop", "dense"]):
+        assert RuleRouter().route("q", vector, candidates)[0] in candidates
+
+
+def test_weak_reasons_each_threshold_and_off_switches():
+    q = Quality(best_cosine=0.2, margin=0.01, coverage=0.25, diversity=0.2)
+    on = weak_reasons(q, 5, min_cosine=0.3, min_coverage=0.5, min_margin=0.05, min_diversity=0.5)
+    assert len(on) == 4
+    assert weak_reasons(q, 5, min_cosine=0, min_coverage=0, min_margin=0, min_diversity=0) == []
+    assert weak_reasons(q, 0, min_cosine=0, min_coverage=0, min_margin=0, min_diversity=0) == ["no results"]
+
+
+def test_chain_must_name_registered_strategies_once():
+    assert check_chain(("dense", "bm25")) == ("dense", "bm25")
+    for bad in (("dense", "dense"), ("adaptive",), ("nope",)):
+        with pytest.raises(RetrievalError):
+            check_chain(bad)
+    with pytest.raises(RetrievalError):
+        parse_options("adaptive", {"max_retries": 9})
+    assert parse_options("adaptive", pairs=["chain=dense,bm25"])["chain"] == ("dense", "bm25")
