@@ -52,7 +52,7 @@ def test_query_job_refuses_bad_options(resources, strategy, options, needles):
 @pytest.mark.parametrize("strategies, options, needles", [
     ("bm25,hybrid", {"alpha": 2}, ["hybrid: option alpha=2 is not allowed", "number 0 to 1"]),
     ("dense,bm25", {"alpha": 0.3}, ["unknown option 'alpha'", "dedup"]),
-    ("hybrid,graph_rag", {"max_hops": 0}, ["graph_rag: option max_hops=0", "integer 1 to 3"]),
+    ("hybrid,graph_rag", {"damping": 2}, ["graph_rag: option damping=2 is not allowed", "number 0 to 0.99"]),
 ])
 def test_eval_job_refuses_bad_options_before_ingesting(resources, strategies, options, needles):
     from pipelines.evaluation import eval_job

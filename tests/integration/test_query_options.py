@@ -150,7 +150,7 @@ def test_query_job_runs_hybrid_with_options(corpus, tmp_path):
 
 def test_query_job_runs_graph_rag(corpus, tmp_path):
     rows = run_query_job(corpus, tmp_path, {"query": QUESTION, "strategy": "graph_rag", "k": 5,
-                                            "options": {"abstain": False, "max_hops": 2}})
+                                            "options": {"abstain": False, "seed_chunks": 3}})
     assert rows and {r["strategy"] for r in rows} == {"graph_rag"}
     assert rows[0]["fallbacks"] == ""  # the graph answered: seeds found, chunks reached
     assert rows[0]["rank"] == 0 and rows[0]["text"].startswith("Knowledge graph")  # the subgraph context item

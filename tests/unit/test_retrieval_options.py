@@ -15,7 +15,6 @@ from ragloom.retrieval import (
     strategy_class,
 )
 from ragloom.retrieval.options import parse_option_pairs
-from ragloom.stores.cypher import MAX_WALK_HOPS
 
 
 @pytest.fixture
@@ -54,7 +53,7 @@ def test_unknown_strategy_name_lists_the_registered_ones():
     ("hierarchical", {"expand": "section"}, "expand takes none | parent | document"),
     ("hierarchical", {"lane": "bm25"}, "lane takes dense | hybrid"),
     ("hierarchical", {"level_top_k": [10, 0]}, "level_top_k"),
-    ("graph_rag", {"max_hops": MAX_WALK_HOPS + 1}, f"max_hops takes integer 1 to {MAX_WALK_HOPS}"),
+    ("graph_rag", {"damping": 1.0}, "damping takes number 0 to 0.99"),
     ("graph_rag", {"vector_lane": "bm25"}, "vector_lane takes dense | hybrid"),
     ("graph_rag", {"graph_order": "random"}, "graph_order takes cosine | graph"),
     ("dense", {"dedup_threshold": 0}, "dedup_threshold takes number > 0 and <= 1"),
