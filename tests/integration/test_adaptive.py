@@ -95,3 +95,24 @@ def test_a_trained_router_routes_queries(rag, tmp_path):
     assert _adaptive(result)["route"]["router"] == "learned" and _adaptive(result)["route"]["strategy"] == "bm25"
     with pytest.raises(RetrievalError, match="missing"):
         rag.query("x", strategy="adaptive", router="learned", router_model=str(tmp_path / "absent.pkl"))
+
+
+def test_llm_router_choice_stays_within_the_chain(rag, llm_settings):
+    # the local llama-server (a small base model): whatever it answers, the route names a strategy of the chain,
+    # chosen by the model or, when its answer names none, by the rules with the reason recorded
+    from ragloom.errors import RagloomError
+    from ragloom.llm import LLMClient
+    from ragloom.retrieval import available_strategies, strategy_class
+    from ragloom.routing import LLMRouter
+
+    summaries = {name: strategy_class(name).summary for name in available_strategies()}
+    with LLMClient.from_settings(llm_settings) as client:
+        try:
+            chosen, why = LLMRouter(client, summaries).route(STRONG, np.zeros(len(FEATURE_NAMES)), ["dense", "bm25"])
+            assert chosen in ("dense", "bm25") and why.startswith("llm")
+        except RagloomError as e:
+            assert "not one of" in str(e) or "expected" in str(e) or "LLM" in type(e).__name__
+    result = rag.query(STRONG, strategy="adaptive", k=5, router="llm", chain=["dense", "bm25"], rerank=False)
+    route = _adaptive(result)["route"]
+    assert route["strategy"] in ("dense", "bm25")
+    assert route["router"] == "llm" or "llm router failed" in route["note"]

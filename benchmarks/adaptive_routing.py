@@ -1,0 +1,80 @@
+"""Routing overhead of the adaptive strategy, against a plain dense query measured in the same run.
+
+    python benchmarks/adaptive_routing.py --prefix AdaptScifact [--queries 100] [--router-model PATH]
+
+Needs an already-ingested collection (e.g. one a `ragloom eval --namespace AdaptScifact` run left). Per
+query: the whole route stage (two 10-candidate lane queries + features + the router's decision), the
+decision alone (features + router on lane results already fetched), and the baseline (a dense search with
+the same defaults). Prints medians and p95 in ms and route/baseline ratios. ADR-003's target: p95 <= 10 ms
+for the decision without an LLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO.parent / "shared" / "data" / "scifact"
+
+
+def main() -> None:
+    from ragloom.api import Ragloom
+    from ragloom.evaluation.datasets import load_dataset
+    from ragloom.retrieval import lanes
+    from ragloom.retrieval.adaptive import default_model_path, query_features
+    from ragloom.routing import LearnedRouter, RouterError, RuleRouter
+    from ragloom.routing.features import SIGNAL_K, features
+    from ragloom.settings import Settings
+    from ragloom.types import Scope
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--prefix", default="AdaptScifact")
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--router-model", default="")
+    args = p.parse_args()
+    settings = dataclasses.replace(Settings.from_env(), collection_prefix=args.prefix)
+    try:
+        router = LearnedRouter.load(args.router_model or default_model_path())
+    except RouterError:
+        router = RuleRouter()
+    queries = [q.text for q in load_dataset(DATA, max_queries=args.queries).queries]
+    chain = ["hybrid", "dense", "bm25"]
+    route_ms, decide_ms, base_ms = [], [], []
+    with Ragloom(settings) as rag:
+        dense = rag.retriever("dense", "recursive", rerank=False, abstain=False)
+        query_features(rag.context, "recursive", "warm up")
+        from ragloom.retrieval.base import SearchRequest
+
+        for q in queries:
+            rag.context.query_vector(q)  # the embedding is shared by every path: time what routing adds
+            t = time.perf_counter()
+            dense.search(q, k=10)
+            base_ms.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            vector = query_features(rag.context, "recursive", q)
+            router.route(q, vector, chain)
+            route_ms.append((time.perf_counter() - t) * 1000)
+            req = SearchRequest(query=q, k=SIGNAL_K, scope=Scope.from_path(None), filters=None, chunking="recursive",
+                                context=rag.context, fetch_k=SIGNAL_K, include_vectors=False)
+            d, b = lanes.dense(req, "recursive", SIGNAL_K), lanes.bm25(req, "recursive", SIGNAL_K)
+            t = time.perf_counter()
+            router.route(q, features(q, d, b), chain)
+            decide_ms.append((time.perf_counter() - t) * 1000)
+
+    def line(name: str, xs: list[float]) -> str:
+        return f"{name:<34} p50 {np.median(xs):7.2f} ms  p95 {np.percentile(xs, 95):7.2f} ms"
+
+    print(f"{len(queries)} SciFact queries, router {router.kind}, collection {args.prefix}Recursive")
+    print(line("baseline: dense search (k=10)", base_ms))
+    print(line("route stage (2 lanes + decide)", route_ms))
+    print(line("decision only (features + model)", decide_ms))
+    print(f"route stage / baseline, medians: {np.median(route_ms) / np.median(base_ms):.2f}")
+
+
+if __name__ == "__main__":
+    main()
