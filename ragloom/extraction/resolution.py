@@ -32,6 +32,8 @@ _NOT_NAME = re.compile(r"[^\w&+#]+")  # hyphens, commas, brackets, quotes -> a s
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "`": "'", "\u00b4": "'"})
 _EDGE_PUNCTUATION = " \t\"'`,;:-_"
 _ROMAN = re.compile(r"^[ivxlcdm]+$")
+# A well-formed numeral of two letters or more: "vi", "xiv", not "civil" or an initial ("George C. Marshall").
+_ROMAN_NUMERAL = re.compile(r"^(?=[ivxlcdm]{2,}$)m{0,3}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})$")
 _ACRONYM = re.compile(r"(?:[A-Z]\.?){2,6}")  # "U.S.", "USA", "BJP": a surface written as initials
 _NOT_INITIAL = frozenset({"of", "the", "and", "for", "&", "de", "du", "la", "le", "von", "van", "der", "in", "on",
                           "at", "to", "a", "an"})
@@ -124,7 +126,7 @@ def contrasting_names(a: str, b: str) -> bool:
     number or ordinal ("35th"/"36th Chess Olympiad"), a roman numeral ("Henry III"/"Henry VIII") or a
     contrastive word ("Southern"/"Northern Netherlands"). Embeddings barely see these words."""
     ta, tb = set(normalize_name(a).split()), set(normalize_name(b).split())
-    return any(any(ch.isdigit() for ch in word) or _ROMAN.match(word) or word in _CONTRASTIVE
+    return any(any(ch.isdigit() for ch in word) or _ROMAN_NUMERAL.match(word) or word in _CONTRASTIVE
                for word in ta ^ tb)
 
 

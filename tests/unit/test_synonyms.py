@@ -99,6 +99,9 @@ def test_pairs_match_brute_force(n_new, n_old, threshold, neighbours, seed):
     ("Nelson Mandela", "Mandela", False),  # 0.960: one person
     ("U.S. Supreme Court", "United States Supreme Court", False),
     ("New York", "New York City", False),
+    ("Louis XIV", "Louis XV", True),
+    ("American Civil War", "American War", False),  # "civil" is no numeral
+    ("George C. Marshall", "George Marshall", False),  # nor is an initial
 ])
 def test_contrasting_names(a, b, contrast):
     assert contrasting_names(a, b) == contrast
