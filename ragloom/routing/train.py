@@ -8,7 +8,7 @@ The report scores routing alone (no corrective retry): for each query the strate
 credited with that strategy's measured nDCG@10. Cross-validated: a query is routed by a model that never saw
 it. Also reported: every single strategy, the rule router, the oracle (best strategy per query), routing
 accuracy against the oracle (a pick counts as right when it attains the query's best score) and the
-confusion matrix (oracle's first-best strategy x pick).
+confusion matrix (oracle's best strategy x pick; on a tie the pick's row when it is among the best).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def cross_validate(rows: Sequence[dict[str, Any]], strategies: list[str], folds:
     n = np.arange(len(rows))
     adaptive, by_rules, oracle = Y[n, picks], Y[n, rule_picks], Y.max(axis=1)
     correct = np.isclose(Y[n, picks], oracle)
-    oracle_first = Y.argmax(axis=1)
+    oracle_first = np.where(correct, picks, Y.argmax(axis=1))  # a tie the pick is part of counts as agreement
     confusion = np.zeros((len(strategies), len(strategies)), dtype=int)
     for o, p in zip(oracle_first, picks, strict=True):
         confusion[o, p] += 1

@@ -101,3 +101,22 @@ def test_chain_must_name_registered_strategies_once():
     with pytest.raises(RetrievalError):
         parse_options("adaptive", {"max_retries": 9})
     assert parse_options("adaptive", pairs=["chain=dense,bm25"])["chain"] == ("dense", "bm25")
+
+
+def test_cross_validation_learns_a_signal_and_reports_the_oracle():
+    from ragloom.routing.train import cross_validate, table
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for i in range(120):
+        x = rng.normal(size=len(FEATURE_NAMES))
+        dense_wins = x[0] > 0
+        rows.append({"dataset": "a" if i % 2 else "b", "query_id": str(i), "text": "what is it", "features": list(x),
+                     "scores": {"dense": float(dense_wins), "bm25": float(not dense_wins), "hybrid": 0.4}})
+    report = cross_validate(rows, ["dense", "bm25", "hybrid"], folds=4, seed=0, resamples=200)
+    pooled = report["pooled"]
+    assert pooled["oracle"] == 1.0 and pooled["adaptive_cv"]["mean"] <= pooled["oracle"]
+    assert pooled["adaptive_cv"]["mean"] > max(pooled["single"].values()) + 0.2
+    assert pooled["routing_accuracy"] > 0.8 and pooled["adaptive_minus_best"]["low"] > 0
+    assert sum(map(sum, report["confusion"]["matrix"])) == 120 and set(report["per_dataset"]) == {"a", "b"}
+    assert "oracle" in table(report)
