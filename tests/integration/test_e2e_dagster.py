@@ -51,10 +51,13 @@ def _wait(predicate, timeout: float, what: str, interval: float = 1.0):
 
 
 @pytest.fixture(scope="module")
-def dagster_stack(settings, weaviate_client, neo4j_driver, tmp_path_factory):
-    """Webserver + daemon with their own DAGSTER_HOME, collections, graph namespace and folders."""
+def dagster_stack(settings, module_weaviate_store_factory, module_neo4j_store_factory, tmp_path_factory):
+    """Webserver + daemon with their own DAGSTER_HOME, collections, graph namespace and folders (the factories
+    drop the collections and graph after the processes are gone, and check nothing is left)."""
     root = tmp_path_factory.mktemp("e2e")
     suffix = os.urandom(4).hex()
+    vectors = module_weaviate_store_factory(f"E2e{suffix}")
+    graph = module_neo4j_store_factory(f"e2e_{suffix}")
     home = root / "dagster_home"
     home.mkdir()
     shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
@@ -67,8 +70,8 @@ def dagster_stack(settings, weaviate_client, neo4j_driver, tmp_path_factory):
         "RAGLOOM_DOCS_DIR": str(root / "docs"),
         "RAGLOOM_UPLOADS_DIR": str(root / "uploads"),
         "RAGLOOM_ARTIFACTS_DIR": str(root / "artifacts"),
-        "RAGLOOM_COLLECTION_PREFIX": f"E2e{suffix}",
-        "RAGLOOM_GRAPH_NAMESPACE": f"e2e_{suffix}",
+        "RAGLOOM_COLLECTION_PREFIX": vectors.prefix,
+        "RAGLOOM_GRAPH_NAMESPACE": graph.namespace,
         "RAGLOOM_CHUNKINGS": STRATEGY,
         "RAGLOOM_GRAPH_CHUNKINGS": STRATEGY,
         "RAGLOOM_SENSOR_INTERVAL_SECONDS": "3",
@@ -110,10 +113,6 @@ def dagster_stack(settings, weaviate_client, neo4j_driver, tmp_path_factory):
                 p.kill()
         for f in logs.values():
             f.close()
-        from ragloom.stores.neo4j import Neo4jStore
-
-        WeaviateStore(weaviate_client, env["RAGLOOM_COLLECTION_PREFIX"]).drop_collections()
-        Neo4jStore(neo4j_driver, env["RAGLOOM_GRAPH_NAMESPACE"]).clear()
         ARTIFACTS.mkdir(exist_ok=True)
         for name in ("webserver", "daemon"):
             shutil.copy(root / f"{name}.log", ARTIFACTS / f"e2e_{name}.log")

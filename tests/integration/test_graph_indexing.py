@@ -58,10 +58,8 @@ def corpus(paragraphs) -> dict[str, list[Chunk]]:
 
 
 @pytest.fixture
-def store(neo4j_driver, namespace):
-    s = Neo4jStore(neo4j_driver, namespace)
-    yield s
-    s.clear()
+def store(neo4j_store_factory, namespace) -> Neo4jStore:
+    return neo4j_store_factory(namespace)
 
 
 def everything(corpus: dict[str, list[Chunk]]) -> list[Chunk]:
@@ -152,7 +150,8 @@ def test_ingest_then_reingest_changes_nothing(store, extractor, corpus, neo4j_dr
     assert store.rescope_document("tennessee", ["nobody"], "acme") == 0 and store.graph_version(STRATEGY) == moved
 
 
-def test_change_and_delete_documents(store, extractor, corpus, paragraphs, neo4j_driver, namespace):
+def test_change_and_delete_documents(store, extractor, corpus, paragraphs, neo4j_store_factory, neo4j_driver,
+                                     namespace):
     versions = [sync_graph(store, extractor, STRATEGY, everything(corpus)).version]
     before = snapshot(neo4j_driver, namespace)
     tennessee_chunks = next(n for e, _, n in before["entities"] if e == entity_named(store, "tennessee"))
@@ -214,26 +213,21 @@ def test_change_and_delete_documents(store, extractor, corpus, paragraphs, neo4j
     assert store.chunk_ids_not_in({c.chunk_id for c in everything(corpus)}, STRATEGY) == []
 
     # The incrementally maintained graph equals one built from scratch from the final chunks.
-    scratch = Neo4jStore(neo4j_driver, namespace + "_scratch")
-    try:
-        sync_graph(scratch, extractor, STRATEGY, everything(corpus))
-        assert snapshot(neo4j_driver, scratch.namespace) == final
-    finally:
-        scratch.clear()
+    scratch = neo4j_store_factory(namespace + "_scratch")
+    sync_graph(scratch, extractor, STRATEGY, everything(corpus))
+    assert snapshot(neo4j_driver, scratch.namespace) == final
 
 
-def test_resumes_chunks_whose_extraction_was_not_written(store, extractor, corpus, neo4j_driver, namespace):
+def test_resumes_chunks_whose_extraction_was_not_written(store, extractor, corpus, neo4j_store_factory, neo4j_driver,
+                                                         namespace):
     chunks = everything(corpus)
     store.ensure_schema()
     store.upsert_chunks(chunks[:3])  # as if a run died after writing chunk nodes, before their entities
     report = sync_graph(store, extractor, STRATEGY, chunks)
     assert report.chunks_added == len(chunks)
-    complete = Neo4jStore(neo4j_driver, namespace + "_complete")
-    try:
-        sync_graph(complete, extractor, STRATEGY, chunks)
-        assert snapshot(neo4j_driver, namespace) == snapshot(neo4j_driver, complete.namespace)
-    finally:
-        complete.clear()
+    complete = neo4j_store_factory(namespace + "_complete")
+    sync_graph(complete, extractor, STRATEGY, chunks)
+    assert snapshot(neo4j_driver, namespace) == snapshot(neo4j_driver, complete.namespace)
     assert all(extracted for _, extracted in store.chunk_states(STRATEGY).values())
 
 
@@ -272,12 +266,13 @@ class FailingSecondWave(Neo4jStore):
         return super().write_extraction(extraction, chunk_ids)
 
 
-def test_waves_are_written_while_workers_extract_and_a_failed_wave_resumes(store, neo4j_driver, namespace):
+def test_waves_are_written_while_workers_extract_and_a_failed_wave_resumes(store, neo4j_store_factory, neo4j_driver,
+                                                                           namespace):
     chunks = musique_chunks(60)
     waving = EntityExtractor(load_nlp(), n_process=2, batch_size=8, parallel_min_chunks=16, min_wave_chunks=20)
     assert waving.waves_for(len(chunks)) == 3
 
-    failing = FailingSecondWave(neo4j_driver, namespace)
+    failing = neo4j_store_factory(namespace, cls=FailingSecondWave)
     with pytest.raises(StoreError, match="injected outage"):
         sync_graph(failing, waving, STRATEGY, chunks)
     states = store.chunk_states(STRATEGY)
@@ -293,17 +288,14 @@ def test_waves_are_written_while_workers_extract_and_a_failed_wave_resumes(store
     assert all(extracted for _, extracted in store.chunk_states(STRATEGY).values())
     assert store.dangling_mentions() == 0 and store.empty_entity_names() == 0
 
-    fresh = Neo4jStore(neo4j_driver, namespace + "_waves")
-    try:
-        whole = sync_graph(fresh, waving, STRATEGY, chunks)
-        waved = snapshot(neo4j_driver, fresh.namespace)
-        assert (whole.entities, whole.mentions, whole.relations) == \
-            (len(waved["entities"]), len(waved["mentions"]), len(waved["relations"]))
-        assert_consistent(waved, chunks)
-        again = sync_graph(fresh, waving, STRATEGY, chunks)
-        assert not again.changed and snapshot(neo4j_driver, fresh.namespace) == waved
-    finally:
-        fresh.clear()
+    fresh = neo4j_store_factory(namespace + "_waves")
+    whole = sync_graph(fresh, waving, STRATEGY, chunks)
+    waved = snapshot(neo4j_driver, fresh.namespace)
+    assert (whole.entities, whole.mentions, whole.relations) == \
+        (len(waved["entities"]), len(waved["mentions"]), len(waved["relations"]))
+    assert_consistent(waved, chunks)
+    again = sync_graph(fresh, waving, STRATEGY, chunks)
+    assert not again.changed and snapshot(neo4j_driver, fresh.namespace) == waved
 
 
 # --- entity-name embeddings and synonym edges -------------------------------------------------------------

@@ -15,8 +15,6 @@ import pytest
 
 from pipelines.definitions import build_defs
 from ragloom.settings import SAMPLE_CORPUS, Settings
-from ragloom.stores.neo4j import Neo4jStore
-from ragloom.stores.weaviate import WeaviateStore
 from resources import (
     ArtifactStore,
     CorpusResource,
@@ -60,60 +58,55 @@ def corpus(tmp_path):
     return docs
 
 
-def test_ingest_rerun_edit_delete(settings, weaviate_client, neo4j_driver, namespace, tmp_path, corpus):
+def test_ingest_rerun_edit_delete(settings, weaviate_store_factory, neo4j_store_factory, namespace, tmp_path, corpus):
     defs = _defs(settings, namespace, tmp_path, corpus)
-    wv = WeaviateStore(weaviate_client, namespace)
-    graph = Neo4jStore(neo4j_driver, namespace)
-    try:
-        first = _run(defs)
-        documents = first["documents"]["documents"]
-        assert documents >= 8 and first["documents"]["rejected"] == 0
-        for strategy in settings.chunkings:
-            chunks = first[f"chunks_{strategy}"]["chunks"]
-            assert chunks > 0 and wv.count(strategy) == chunks
-            assert first[f"vectors_{strategy}"]["inserted"] == chunks
-        stats = graph.stats()
-        assert stats["entities"] > 20
-        # One entity per name: "Bergen" (GPE and ORG) and "DeepCurrent API" (PRODUCT and ORG) are merged and
-        # counted; every entity's name is embedded; the run stamped the version readers compare.
-        built = first["graph_recursive"]
-        assert built["type_merges"] >= 2 and built["entities_embedded"] == stats["entities"]
-        assert [len(graph.entities_by_names([name])) for name in ("bergen", "deepcurrent api")] == [1, 1]
-        assert built["version"] and graph.graph_version("recursive") == built["version"]
+    wv, graph = weaviate_store_factory(namespace), neo4j_store_factory(namespace)
+    first = _run(defs)
+    documents = first["documents"]["documents"]
+    assert documents >= 8 and first["documents"]["rejected"] == 0
+    for strategy in settings.chunkings:
+        chunks = first[f"chunks_{strategy}"]["chunks"]
+        assert chunks > 0 and wv.count(strategy) == chunks
+        assert first[f"vectors_{strategy}"]["inserted"] == chunks
+    stats = graph.stats()
+    assert stats["entities"] > 20
+    # One entity per name: "Bergen" (GPE and ORG) and "DeepCurrent API" (PRODUCT and ORG) are merged and
+    # counted; every entity's name is embedded; the run stamped the version readers compare.
+    built = first["graph_recursive"]
+    assert built["type_merges"] >= 2 and built["entities_embedded"] == stats["entities"]
+    assert [len(graph.entities_by_names([name])) for name in ("bergen", "deepcurrent api")] == [1, 1]
+    assert built["version"] and graph.graph_version("recursive") == built["version"]
 
-        again = _run(defs)
-        for strategy in settings.chunkings:
-            assert again[f"chunks_{strategy}"]["documents_chunked"] == 0
-            assert again[f"vectors_{strategy}"]["inserted"] == 0 and again[f"vectors_{strategy}"]["deleted"] == 0
-        assert again["graph_recursive"]["chunks_added"] == 0
-        assert again["graph_recursive"]["version"] == "" and graph.graph_version("recursive") == built["version"]
+    again = _run(defs)
+    for strategy in settings.chunkings:
+        assert again[f"chunks_{strategy}"]["documents_chunked"] == 0
+        assert again[f"vectors_{strategy}"]["inserted"] == 0 and again[f"vectors_{strategy}"]["deleted"] == 0
+    assert again["graph_recursive"]["chunks_added"] == 0
+    assert again["graph_recursive"]["version"] == "" and graph.graph_version("recursive") == built["version"]
 
-        teams = corpus / "company" / "teams.md"
-        teams.write_text(teams.read_text().replace("Rafael Moreno", "Ingrid Solberg"))
-        edited = _run(defs)
-        for strategy in settings.chunkings:
-            assert edited[f"chunks_{strategy}"]["documents_chunked"] == 1
-            assert edited[f"vectors_{strategy}"]["inserted"] > 0
-        index = wv.chunk_index("recursive")
-        assert set(index.values()) >= {"docs/company/teams.md"}
+    teams = corpus / "company" / "teams.md"
+    teams.write_text(teams.read_text().replace("Rafael Moreno", "Ingrid Solberg"))
+    edited = _run(defs)
+    for strategy in settings.chunkings:
+        assert edited[f"chunks_{strategy}"]["documents_chunked"] == 1
+        assert edited[f"vectors_{strategy}"]["inserted"] > 0
+    index = wv.chunk_index("recursive")
+    assert set(index.values()) >= {"docs/company/teams.md"}
 
-        (corpus / "company" / "teams.md").unlink()
-        removed = _run(defs)
-        assert removed["documents"]["removed (tombstones)"] == 1
-        for strategy in settings.chunkings:
-            assert "docs/company/teams.md" not in set(wv.chunk_index(strategy).values())
-            assert removed[f"vectors_{strategy}"]["deleted"] > 0
-        assert not [c for c in graph.chunk_ids("recursive") if c not in set(wv.chunk_index("recursive"))]
-    finally:
-        wv.drop_collections()
-        graph.clear()
+    (corpus / "company" / "teams.md").unlink()
+    removed = _run(defs)
+    assert removed["documents"]["removed (tombstones)"] == 1
+    for strategy in settings.chunkings:
+        assert "docs/company/teams.md" not in set(wv.chunk_index(strategy).values())
+        assert removed[f"vectors_{strategy}"]["deleted"] > 0
+    assert not [c for c in graph.chunk_ids("recursive") if c not in set(wv.chunk_index("recursive"))]
 
 
 MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / "corpus.jsonl"
 
 
-def test_graph_asset_extracts_in_worker_processes_inside_a_run(settings, weaviate_client, neo4j_driver, namespace,
-                                                                 tmp_path):
+def test_graph_asset_extracts_in_worker_processes_inside_a_run(settings, weaviate_store_factory, neo4j_store_factory,
+                                                                 namespace, tmp_path):
     """The graph asset forks spaCy workers from a run process that holds open Weaviate and Neo4j clients."""
     docs = tmp_path / "musique"
     docs.mkdir()
@@ -123,17 +116,13 @@ def test_graph_asset_extracts_in_worker_processes_inside_a_run(settings, weaviat
             (docs / f"{row['_id']}.txt").write_text(row["text"], encoding="utf-8")
     recursive_only = dataclasses.replace(settings, chunkings=("recursive",), graph_chunkings=("recursive",))
     defs = _defs(recursive_only, namespace, tmp_path, docs, nlp=NlpResource(processes=2))
-    wv = WeaviateStore(weaviate_client, namespace)
-    graph = Neo4jStore(neo4j_driver, namespace)
-    try:
-        first = _run(defs)
-        chunks = first["chunks_recursive"]["chunks"]
-        assert chunks >= 300
-        assert first["graph_recursive"]["chunks_added"] == chunks
-        assert first["graph_recursive"]["extraction_processes"] == 2 and first["graph_recursive"]["waves"] == 1
-        assert graph.stats()["chunks"] == chunks and graph.dangling_mentions() == 0
-        again = _run(defs)
-        assert again["graph_recursive"]["chunks_added"] == 0
-    finally:
-        wv.drop_collections()
-        graph.clear()
+    weaviate_store_factory(namespace)  # the run's collections: dropped, and checked gone, at teardown
+    graph = neo4j_store_factory(namespace)
+    first = _run(defs)
+    chunks = first["chunks_recursive"]["chunks"]
+    assert chunks >= 300
+    assert first["graph_recursive"]["chunks_added"] == chunks
+    assert first["graph_recursive"]["extraction_processes"] == 2 and first["graph_recursive"]["waves"] == 1
+    assert graph.stats()["chunks"] == chunks and graph.dangling_mentions() == 0
+    again = _run(defs)
+    assert again["graph_recursive"]["chunks_added"] == 0

@@ -11,7 +11,6 @@ import dataclasses
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,18 +51,14 @@ class Indexed:
 
 
 @pytest.fixture(scope="module")
-def corpus(llm_settings: Settings) -> Iterator[Indexed]:
+def corpus(llm_settings: Settings, module_weaviate_store_factory) -> Indexed:
     data = load_dataset(DATA / "scifact", max_queries=4, corpus_limit=40, seed=5)
-    settings = dataclasses.replace(llm_settings, collection_prefix=f"TestLLM{uuid.uuid4().hex[:8]}",
-                                   llm_max_tokens=48, llm_context_tokens=400)
-    vectors = WeaviateStore.connect(settings)
-    try:
-        indexed = Indexed(settings, vectors, make_embedder(settings), data.documents, [q.text for q in data.queries])
-        indexed.reindex(data.documents)
-        yield indexed
-    finally:
-        vectors.drop_collections()
-        vectors.close()
+    vectors = module_weaviate_store_factory(f"TestLLM{uuid.uuid4().hex[:8]}")
+    settings = dataclasses.replace(llm_settings, collection_prefix=vectors.prefix, llm_max_tokens=48,
+                                   llm_context_tokens=400)
+    indexed = Indexed(settings, vectors, make_embedder(settings), data.documents, [q.text for q in data.queries])
+    indexed.reindex(data.documents)
+    return indexed
 
 
 def test_the_local_server_is_what_the_stack_provisioned(llm_settings: Settings) -> None:

@@ -24,17 +24,10 @@ HOSTILE_NAMES = [
 
 
 @pytest.fixture
-def store(neo4j_driver, namespace):
-    s = Neo4jStore(neo4j_driver, namespace)
+def store(neo4j_store_factory, namespace) -> Neo4jStore:
+    s = neo4j_store_factory(namespace)
     s.ensure_schema()
-    yield s
-    s.clear()
-    assert _count_ns(neo4j_driver, namespace) == 0
-
-
-def _count_ns(driver, ns: str) -> int:
-    records, _, _ = driver.execute_query("MATCH (n) WHERE n.ns = $ns RETURN count(n) AS n", ns=ns)
-    return records[0]["n"]
+    return s
 
 
 def chunk(cid: str, doc: str, position: int, *, strategy: str = "recursive", level: int = 0,
@@ -177,15 +170,12 @@ def test_search_entities_full_text_with_special_characters(small_graph):
     assert small_graph.search_entities("alpha", limit=1)[0]["name"] == "Alpha Corp"
 
 
-def test_search_is_scoped_to_the_namespace(small_graph, neo4j_driver, namespace):
-    other = Neo4jStore(neo4j_driver, namespace + "_other")
-    try:
-        other.write_extraction(extraction([entity("b", "Beta Inc")], [], []), [])
-        assert [h["entity_id"] for h in small_graph.search_entities("Beta")] == ["b"]
-        assert len(other.search_entities("Beta")) == 1
-        assert other.stats()["entities"] == 1 and small_graph.stats()["entities"] == 4
-    finally:
-        other.clear()
+def test_search_is_scoped_to_the_namespace(small_graph, neo4j_store_factory, namespace):
+    other = neo4j_store_factory(namespace + "_other")
+    other.write_extraction(extraction([entity("b", "Beta Inc")], [], []), [])
+    assert [h["entity_id"] for h in small_graph.search_entities("Beta")] == ["b"]
+    assert len(other.search_entities("Beta")) == 1
+    assert other.stats()["entities"] == 1 and small_graph.stats()["entities"] == 4
 
 
 def test_entities_by_names_matches_normalized_names_and_aliases(small_graph):
@@ -269,43 +259,38 @@ def test_check_helpers_detect_bad_data(small_graph, neo4j_driver, namespace):
         neo4j_driver.execute_query("MATCH (s:Stray {ns: $ns}) DETACH DELETE s", ns=namespace)
 
 
-def test_hostile_values_are_stored_verbatim_and_delete_nothing(store, neo4j_driver, namespace):
-    sentinel = Neo4jStore(neo4j_driver, namespace + "_sentinel")
-    hostile_ns = Neo4jStore(neo4j_driver, namespace + HOSTILE_NAMES[0])
-    try:
-        sentinel.upsert_chunks([chunk("keep", "keep-doc", 0)])
-        sentinel.write_extraction(extraction([entity("k", "Keep Me")], [Mention("keep", "k", 1)], []), ["keep"])
-        before = sentinel.stats()
-        for target in (store, hostile_ns):
-            cid, doc = HOSTILE_NAMES[1], HOSTILE_NAMES[2]
-            target.upsert_chunks([Chunk(chunk_id=cid, document_id=doc, strategy="recursive", text="t", start=0, end=1,
-                                        token_count=1, position=0, heading_path=HOSTILE_NAMES)])
-            ents = [entity(f"h{i}", name, HOSTILE_NAMES[3], aliases=(HOSTILE_NAMES[4],))
-                    for i, name in enumerate(HOSTILE_NAMES)]
-            rels = [Relation("h0", "h1", HOSTILE_NAMES[5], cid, 1)]
-            target.write_extraction(extraction(ents, [Mention(cid, e.entity_id, 1) for e in ents], rels,
-                                               {e.entity_id: (e.name,) for e in ents}), [cid])
-            records, _, _ = neo4j_driver.execute_query(
-                "MATCH (e:Entity) WHERE e.ns = $ns RETURN e.name AS name, e.type AS type, e.aliases AS aliases",
-                ns=target.namespace)
-            assert sorted(r["name"] for r in records) == sorted(HOSTILE_NAMES)
-            assert {r["type"] for r in records} == {HOSTILE_NAMES[3]}
-            assert all(r["aliases"] == ([] if r["name"] == HOSTILE_NAMES[4] else [HOSTILE_NAMES[4]]) for r in records)
-            assert target.chunk_ids() == {cid}
-            assert target.entities_by_names(HOSTILE_NAMES, limit=100)
-            assert target.search_entities(HOSTILE_NAMES[0])
-            walked = target.walk(["h0"], 2, relation_types=[HOSTILE_NAMES[5]])
-            assert walked["edges"][0]["type"] == HOSTILE_NAMES[5] and walked["edges"][0]["target"] == HOSTILE_NAMES[1]
-            assert target.chunks_for_entities(["h0"], "recursive", scope_paths=HOSTILE_NAMES) == []
-            assert target.stats()["entities"] == len(HOSTILE_NAMES)
-            target.delete_chunks([cid, *HOSTILE_NAMES])
-            assert target.stats()["entities"] == 0
-        assert sentinel.stats() == before
-        assert store.chunk_ids() == set()
-    finally:
-        sentinel.clear()
-        hostile_ns.clear()
-        assert _count_ns(neo4j_driver, hostile_ns.namespace) == 0
+def test_hostile_values_are_stored_verbatim_and_delete_nothing(store, neo4j_store_factory, neo4j_driver, namespace):
+    sentinel = neo4j_store_factory(namespace + "_sentinel")
+    hostile_ns = neo4j_store_factory(namespace + HOSTILE_NAMES[0])
+    sentinel.upsert_chunks([chunk("keep", "keep-doc", 0)])
+    sentinel.write_extraction(extraction([entity("k", "Keep Me")], [Mention("keep", "k", 1)], []), ["keep"])
+    before = sentinel.stats()
+    for target in (store, hostile_ns):
+        cid, doc = HOSTILE_NAMES[1], HOSTILE_NAMES[2]
+        target.upsert_chunks([Chunk(chunk_id=cid, document_id=doc, strategy="recursive", text="t", start=0, end=1,
+                                    token_count=1, position=0, heading_path=HOSTILE_NAMES)])
+        ents = [entity(f"h{i}", name, HOSTILE_NAMES[3], aliases=(HOSTILE_NAMES[4],))
+                for i, name in enumerate(HOSTILE_NAMES)]
+        rels = [Relation("h0", "h1", HOSTILE_NAMES[5], cid, 1)]
+        target.write_extraction(extraction(ents, [Mention(cid, e.entity_id, 1) for e in ents], rels,
+                                           {e.entity_id: (e.name,) for e in ents}), [cid])
+        records, _, _ = neo4j_driver.execute_query(
+            "MATCH (e:Entity) WHERE e.ns = $ns RETURN e.name AS name, e.type AS type, e.aliases AS aliases",
+            ns=target.namespace)
+        assert sorted(r["name"] for r in records) == sorted(HOSTILE_NAMES)
+        assert {r["type"] for r in records} == {HOSTILE_NAMES[3]}
+        assert all(r["aliases"] == ([] if r["name"] == HOSTILE_NAMES[4] else [HOSTILE_NAMES[4]]) for r in records)
+        assert target.chunk_ids() == {cid}
+        assert target.entities_by_names(HOSTILE_NAMES, limit=100)
+        assert target.search_entities(HOSTILE_NAMES[0])
+        walked = target.walk(["h0"], 2, relation_types=[HOSTILE_NAMES[5]])
+        assert walked["edges"][0]["type"] == HOSTILE_NAMES[5] and walked["edges"][0]["target"] == HOSTILE_NAMES[1]
+        assert target.chunks_for_entities(["h0"], "recursive", scope_paths=HOSTILE_NAMES) == []
+        assert target.stats()["entities"] == len(HOSTILE_NAMES)
+        target.delete_chunks([cid, *HOSTILE_NAMES])
+        assert target.stats()["entities"] == 0
+    assert sentinel.stats() == before
+    assert store.chunk_ids() == set()
 
 
 def test_connect_errors_are_store_errors(settings):

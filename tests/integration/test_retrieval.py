@@ -2,7 +2,7 @@
 filters on the live server, fallbacks, post-processing, and scope isolation between tenants.
 
 Each corpus goes into its own collections and graph namespace through the pipeline's sync functions (with the
-shared embedding cache), and is deleted afterwards.
+shared embedding cache); the store factories drop them after the module and check nothing is left.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,26 +51,28 @@ def models(settings: Settings):
     return make_embedder(settings), load_nlp(settings.spacy_model)
 
 
-def _index(settings: Settings, models, name: str, documents: list[Document], chunkings: tuple[str, ...],
-           graph_for: tuple[str, ...] = ()) -> Iterator[Corpus]:
+@pytest.fixture(scope="module")
+def index(settings: Settings, models, module_weaviate_store_factory,
+          module_neo4j_store_factory) -> Callable[..., Corpus]:
+    """``index(name, documents, chunkings, graph_for=())``: the documents synced into collections and a graph
+    namespace of their own (dropped, and checked gone, after the module)."""
     embedder, nlp = models
-    tag = uuid.uuid4().hex[:8]
-    ns = dataclasses.replace(settings, collection_prefix=f"TestRet{name}{tag}", graph_namespace=f"test_ret_{tag}")
-    vectors, graph = WeaviateStore.connect(ns), Neo4jStore.connect(ns)
-    try:
+
+    def run(name: str, documents: list[Document], chunkings: tuple[str, ...],
+            graph_for: tuple[str, ...] = ()) -> Corpus:
+        tag = uuid.uuid4().hex[:8]
+        vectors = module_weaviate_store_factory(f"TestRet{name}{tag}")
+        graph = module_neo4j_store_factory(f"test_ret_{tag}")
+        ns = dataclasses.replace(settings, collection_prefix=vectors.prefix, graph_namespace=graph.namespace)
         cache = EmbeddingCache(settings.artifacts_dir / "embedding_cache")
         for chunking in chunkings:
             chunks = get_chunker(chunking).chunk_many(documents)
             sync_vectors(vectors, embedder, chunking, chunks, cache=cache)
             if chunking in graph_for:
                 sync_graph(graph, EntityExtractor(nlp), chunking, chunks)
-        rag = Ragloom(ns, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp)
-        yield Corpus(ns, vectors, graph, rag)
-    finally:
-        vectors.drop_collections()
-        graph.clear()
-        vectors.close()
-        graph.close()
+        return Corpus(ns, vectors, graph, Ragloom(ns, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp))
+
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +82,8 @@ def scifact():
 
 
 @pytest.fixture(scope="module")
-def scifact_corpus(settings, models, scifact) -> Iterator[Corpus]:
-    yield from _index(settings, models, "Scifact", scifact.documents, ("recursive", "hierarchical"))
+def scifact_corpus(index, scifact) -> Corpus:
+    return index("Scifact", scifact.documents, ("recursive", "hierarchical"))
 
 
 # MuSiQue paragraphs come in blocks per question (its gold paragraphs and distractors); these ranges hold the
@@ -106,8 +108,8 @@ def musique():
 
 
 @pytest.fixture(scope="module")
-def musique_corpus(settings, models, musique) -> Iterator[Corpus]:
-    yield from _index(settings, models, "Musique", musique.documents, ("recursive",), graph_for=("recursive",))
+def musique_corpus(index, musique) -> Corpus:
+    return index("Musique", musique.documents, ("recursive",), graph_for=("recursive",))
 
 
 OBLIQA_DOCUMENTS = ("32", "25", "16", "15")  # the four shortest rulebooks that have questions (6.7k-13.7k chars)
@@ -122,8 +124,8 @@ def obliqa():
 
 
 @pytest.fixture(scope="module")
-def obliqa_corpus(settings, models, obliqa) -> Iterator[Corpus]:
-    yield from _index(settings, models, "Obliqa", obliqa.documents, ("hierarchical",))
+def obliqa_corpus(index, obliqa) -> Corpus:
+    return index("Obliqa", obliqa.documents, ("hierarchical",))
 
 
 def doc_ids(result: RetrievalResult) -> list[str]:
@@ -392,9 +394,8 @@ FALCON_QUERIES = ["Who approved the Falcon budget?", "Zephyr Holdings and Bob Ke
 
 
 @pytest.fixture(scope="module")
-def memos(settings, models) -> Iterator[Corpus]:
-    yield from _index(settings, models, "Memos", [*SCOPE_DOCUMENTS, DUPLICATE], ("recursive", "hierarchical"),
-                      graph_for=("recursive",))
+def memos(index) -> Corpus:
+    return index("Memos", [*SCOPE_DOCUMENTS, DUPLICATE], ("recursive", "hierarchical"), graph_for=("recursive",))
 
 
 SECRETS = {"memo-bob": ("zephyr", "bob keller", "zurich"), "memo-acme_corp": ("zephyr", "quentin marsh", "geneva"),
@@ -579,9 +580,7 @@ HARBOR = [
 HARBOR_LATER = _plain("h3", "Ingrid Solberg, the curator of Harbor Lights, was born in Tromso in 1961.")
 
 
-def test_graph_rag_follows_an_ingest_and_a_deletion_without_a_restart(settings, models):
-    import contextlib
-
+def test_graph_rag_follows_an_ingest_and_a_deletion_without_a_restart(index, models):
     embedder, nlp = models
     question = "Where was the curator of Harbor Lights born?"
 
@@ -590,23 +589,23 @@ def test_graph_rag_follows_an_ingest_and_a_deletion_without_a_restart(settings, 
         sync_vectors(corpus.vectors, embedder, "recursive", chunks)  # raises on failed objects
         sync_graph(corpus.graph, EntityExtractor(nlp), "recursive", chunks)
 
-    with contextlib.contextmanager(_index)(settings, models, "Refresh", HARBOR, ("recursive",),
-                                            graph_for=("recursive",)) as corpus:
-        first = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
-        assert "graph" in first.metadata["lanes_run"] and "h3" not in doc_ids(first)
-        cache = next(v for k, v in corpus.rag.context.cache.items() if k[0] == "graph_index")
-        h1_chunks = {c.chunk_id for c in get_chunker("recursive").chunk_many([HARBOR[0]])}
-        assert h1_chunks <= set(cache.get("recursive").chunk_ids)
-        sync(corpus, [*HARBOR, HARBOR_LATER])  # the same Ragloom object keeps answering
-        second = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
-        assert second.metadata["graph"]["graph_version"] != first.metadata["graph"]["graph_version"]
-        assert second.metadata["graph"]["chunks"] == first.metadata["graph"]["chunks"] + 1
-        reached = [i for i in second.items if i.document_id == "h3"]
-        assert reached and reached[0].lane_scores["graph"] > 0
-        sync(corpus, [HARBOR[1], HARBOR_LATER])  # h1 deleted
-        third = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
-        assert third.metadata["graph"]["chunks"] == second.metadata["graph"]["chunks"] - 1
-        assert "h1" not in doc_ids(third)
-        graph = cache.get("recursive")
-        assert not h1_chunks & set(graph.chunk_ids)  # its nodes, and so its mass, are gone
-        assert "vesteroy" in [n.lower() for n in graph.entity_names]  # still named by h2
+    corpus = index("Refresh", HARBOR, ("recursive",), graph_for=("recursive",))
+    first = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
+    assert "graph" in first.metadata["lanes_run"] and "h3" not in doc_ids(first)
+    cache = next(v for k, v in corpus.rag.context.cache.items() if k[0] == "graph_index")
+    h1_chunks = {c.chunk_id for c in get_chunker("recursive").chunk_many([HARBOR[0]])}
+    assert h1_chunks <= set(cache.get("recursive").chunk_ids)
+    sync(corpus, [*HARBOR, HARBOR_LATER])  # the same Ragloom object keeps answering
+    second = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
+    assert second.metadata["graph"]["graph_version"] != first.metadata["graph"]["graph_version"]
+    assert second.metadata["graph"]["chunks"] == first.metadata["graph"]["chunks"] + 1
+    reached = [i for i in second.items if i.document_id == "h3"]
+    assert reached and reached[0].lane_scores["graph"] > 0
+    sync(corpus, [HARBOR[1], HARBOR_LATER])  # h1 deleted
+    third = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
+    assert third.metadata["graph"]["chunks"] == second.metadata["graph"]["chunks"] - 1
+    assert "h1" not in doc_ids(third)
+    graph = cache.get("recursive")
+    assert not h1_chunks & set(graph.chunk_ids)  # its nodes, and so its mass, are gone
+    assert "vesteroy" in [n.lower() for n in graph.entity_names]  # still named by h2
+

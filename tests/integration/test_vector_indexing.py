@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -50,12 +50,8 @@ def embedder() -> Embedder:
 
 
 @pytest.fixture
-def store(weaviate_client, namespace) -> Iterator[WeaviateStore]:
-    store = WeaviateStore(weaviate_client, namespace)
-    try:
-        yield store
-    finally:
-        store.drop_collections()
+def store(weaviate_store_factory) -> WeaviateStore:
+    return weaviate_store_factory()
 
 
 def _update_times(store: WeaviateStore) -> dict[str, int]:

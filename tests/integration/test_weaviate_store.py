@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import socket
-import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,26 +76,18 @@ def corpus(embedder):
 
 
 @pytest.fixture(scope="module")
-def store(weaviate_client, corpus) -> Iterator[WeaviateStore]:
-    """One collection for the read-only tests, written once; every collection of the prefix dropped after."""
-    store = WeaviateStore(weaviate_client, f"Test{uuid.uuid4().hex[:10]}")
+def store(module_weaviate_store_factory, corpus) -> WeaviateStore:
+    """One collection for the read-only tests, written once."""
+    store = module_weaviate_store_factory()
     store.ensure_collection(STRATEGY, corpus["vectors"].shape[1], model_id="test-model")
-    try:
-        assert store.upsert_chunks(STRATEGY, corpus["chunks"], corpus["vectors"]) == len(corpus["chunks"])
-        yield store
-    finally:
-        store.drop_collections()
+    assert store.upsert_chunks(STRATEGY, corpus["chunks"], corpus["vectors"]) == len(corpus["chunks"])
+    return store
 
 
 @pytest.fixture
-def scratch(weaviate_client, namespace) -> Iterator[WeaviateStore]:
+def scratch(weaviate_store_factory) -> WeaviateStore:
     """A store with its own prefix for tests that write."""
-    store = WeaviateStore(weaviate_client, namespace)
-    try:
-        yield store
-    finally:
-        store.drop_collections()
-        assert not [n for n in weaviate_client.collections.list_all(simple=True) if n.startswith(namespace)]
+    return weaviate_store_factory()
 
 
 def test_schema(store, weaviate_client):
