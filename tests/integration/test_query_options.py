@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,6 @@ from ragloom.indexing.vectors import sync_vectors
 from ragloom.parsing import parse_sources
 from ragloom.settings import SAMPLE_CORPUS, Settings
 from ragloom.stores.embedding_cache import EmbeddingCache
-from ragloom.stores.neo4j import Neo4jStore
-from ragloom.stores.weaviate import WeaviateStore
 
 CUSTOM = "test_options_custom"  # a user's chunker: registered here, unknown to the built-in lists
 QUESTION = "Who leads the team that owns the HarborSight platform?"
@@ -47,27 +44,22 @@ class Corpus:
 
 
 @pytest.fixture(scope="module")
-def corpus(settings: Settings, tmp_path_factory, register_chunker_for_module) -> Iterator[Corpus]:
+def corpus(settings: Settings, tmp_path_factory, register_chunker_for_module, module_weaviate_store_factory,
+           module_neo4j_store_factory) -> Corpus:
     register_chunker_for_module(CUSTOM, WholeSectionChunker)
     tag = uuid.uuid4().hex[:8]
-    ns = dataclasses.replace(settings, collection_prefix=f"TestOpt{tag}", graph_namespace=f"test_opt_{tag}",
+    vectors, graph = module_weaviate_store_factory(f"TestOpt{tag}"), module_neo4j_store_factory(f"test_opt_{tag}")
+    ns = dataclasses.replace(settings, collection_prefix=vectors.prefix, graph_namespace=graph.namespace,
                              artifacts_path=tmp_path_factory.mktemp("artifacts"))
     documents = parse_sources([SAMPLE_CORPUS], SAMPLE_CORPUS).documents
     embedder, nlp = make_embedder(settings), load_nlp(settings.spacy_model)
-    vectors, graph = WeaviateStore.connect(ns), Neo4jStore.connect(ns)
-    try:
-        cache = EmbeddingCache(settings.artifacts_dir / "embedding_cache")
-        for chunking in ("recursive", "hierarchical", CUSTOM):
-            chunks = chunker_for(chunking, embedder).chunk_many(documents)
-            sync_vectors(vectors, embedder, chunking, chunks, cache=cache)
-            if chunking == "recursive":
-                sync_graph(graph, EntityExtractor(nlp), chunking, chunks)
-        yield Corpus(ns, Ragloom(ns, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp))
-    finally:
-        vectors.drop_collections()
-        graph.clear()
-        vectors.close()
-        graph.close()
+    cache = EmbeddingCache(settings.artifacts_dir / "embedding_cache")
+    for chunking in ("recursive", "hierarchical", CUSTOM):
+        chunks = chunker_for(chunking, embedder).chunk_many(documents)
+        sync_vectors(vectors, embedder, chunking, chunks, cache=cache)
+        if chunking == "recursive":
+            sync_graph(graph, EntityExtractor(nlp), chunking, chunks)
+    return Corpus(ns, Ragloom(ns, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp))
 
 
 @pytest.fixture

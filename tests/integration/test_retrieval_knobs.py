@@ -37,19 +37,15 @@ def obliqa():
 
 
 @pytest.fixture(scope="module")
-def rag(settings: Settings, obliqa) -> Iterator[Ragloom]:
-    ns = dataclasses.replace(settings, collection_prefix=f"TestKnobs{uuid.uuid4().hex[:8]}")
+def rag(settings: Settings, obliqa, module_weaviate_store_factory) -> Iterator[Ragloom]:
+    vectors = module_weaviate_store_factory(f"TestKnobs{uuid.uuid4().hex[:8]}")
+    ns = dataclasses.replace(settings, collection_prefix=vectors.prefix)
     embedder = make_embedder(settings)
-    vectors = WeaviateStore.connect(ns)
-    try:
-        chunks = get_chunker("hierarchical").chunk_many(obliqa.documents)
-        sync_vectors(vectors, embedder, "hierarchical", chunks,
-                     cache=EmbeddingCache(settings.artifacts_dir / "embedding_cache"))
-        with Ragloom(ns, vectors=vectors, embedder=embedder) as rag:
-            yield rag
-    finally:
-        vectors.drop_collections()
-        vectors.close()
+    chunks = get_chunker("hierarchical").chunk_many(obliqa.documents)
+    sync_vectors(vectors, embedder, "hierarchical", chunks,
+                 cache=EmbeddingCache(settings.artifacts_dir / "embedding_cache"))
+    with Ragloom(ns, vectors=vectors, embedder=embedder) as rag:
+        yield rag
 
 
 @pytest.mark.parametrize("strategy", ["dense", "bm25", "hybrid"])

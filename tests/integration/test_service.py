@@ -114,7 +114,7 @@ def _ingest(defs: dg.Definitions) -> None:
 
 
 @pytest.fixture(scope="module")
-def service(settings, weaviate_client, neo4j_driver, tmp_path_factory):
+def service(settings, module_weaviate_store_factory, module_neo4j_store_factory, tmp_path_factory):
     root = tmp_path_factory.mktemp("service")
     tag = uuid.uuid4().hex[:10]
     prefix, graph_ns = f"TestSvc{tag}", f"test_svc_{tag}"
@@ -135,7 +135,7 @@ def service(settings, weaviate_client, neo4j_driver, tmp_path_factory):
         "neo4j": Neo4jResource(namespace=graph_ns, password=settings.neo4j_password),
         "embedder": EmbedderResource(), "nlp": NlpResource(),
     })
-    vectors, graph = WeaviateStore(weaviate_client, prefix), Neo4jStore(neo4j_driver, graph_ns)
+    vectors, graph = module_weaviate_store_factory(prefix), module_neo4j_store_factory(graph_ns)
     key_file = root / "keys.json"
     keystore = KeyStore(key_file)
     keys = {name: keystore.create(t, u, admin=a)[0] for name, (t, u, a) in PRINCIPALS.items()}
@@ -173,8 +173,6 @@ def service(settings, weaviate_client, neo4j_driver, tmp_path_factory):
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        vectors.drop_collections()
-        graph.clear()
         if log.exists():
             ARTIFACTS.mkdir(exist_ok=True)
             shutil.copy(log, ARTIFACTS / "service.log")
