@@ -130,7 +130,7 @@ def test_result_cache_hits_until_the_collection_changes(rag, obliqa):
     assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata["cache"] == "miss"
 
 
-def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path):
+def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path, weaviate_store_factory):
     from ragloom.evaluation.datasets import read_corpus
 
     corpus = tmp_path / "corpus.jsonl"
@@ -138,24 +138,22 @@ def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path
         '{"_id": "mice", "title": "Mice", "text": "Earlier studies of running mice measured their hearts."}\n'
         '{"_id": "cats", "title": "Cats", "text": "A cat sat on the mat and slept all afternoon."}\n')
     documents = read_corpus(corpus, "stems")
-    ns = dataclasses.replace(settings, collection_prefix=f"TestStems{uuid.uuid4().hex[:8]}", bm25_k1=1.5, bm25_b=0.5)
+    prefix = weaviate_store_factory(f"TestStems{uuid.uuid4().hex[:8]}").prefix  # dropped and checked at teardown
+    ns = dataclasses.replace(settings, collection_prefix=prefix, bm25_k1=1.5, bm25_b=0.5)
     embedder = make_embedder(settings)
     with WeaviateStore.connect(ns) as vectors:
-        try:
-            chunks = get_chunker("recursive").chunk_many(documents)
-            sync_vectors(vectors, embedder, "recursive", chunks)
-            info = vectors.collection_info("recursive")
-            assert info["bm25"] and (info["bm25_k1"], info["bm25_b"]) == (1.5, 0.5)
-            config = vectors.client.collections.use(vectors.collection_name("recursive")).config.get()
-            assert (config.inverted_index_config.bm25.k1, config.inverted_index_config.bm25.b) == (1.5, 0.5)
-            # neither "study" nor "runs" appears in the text: only their stems do
-            hits = vectors.bm25("recursive", "a study that runs", 5)
-            assert [h.document_id for h in hits] == ["mice"] and "bm25_text" not in hits[0].metadata
-            assert vectors.bm25("recursive", "the and of", 5) == []  # stopwords only
-            hybrid = vectors.hybrid("recursive", "a study that runs", embedder.encode(["study runs"])[0], 5, alpha=0.0)
-            assert hybrid and hybrid[0].document_id == "mice"
-        finally:
-            vectors.drop_collections()
+        chunks = get_chunker("recursive").chunk_many(documents)
+        sync_vectors(vectors, embedder, "recursive", chunks)
+        info = vectors.collection_info("recursive")
+        assert info["bm25"] and (info["bm25_k1"], info["bm25_b"]) == (1.5, 0.5)
+        config = vectors.client.collections.use(vectors.collection_name("recursive")).config.get()
+        assert (config.inverted_index_config.bm25.k1, config.inverted_index_config.bm25.b) == (1.5, 0.5)
+        # neither "study" nor "runs" appears in the text: only their stems do
+        hits = vectors.bm25("recursive", "a study that runs", 5)
+        assert [h.document_id for h in hits] == ["mice"] and "bm25_text" not in hits[0].metadata
+        assert vectors.bm25("recursive", "the and of", 5) == []  # stopwords only
+        hybrid = vectors.hybrid("recursive", "a study that runs", embedder.encode(["study runs"])[0], 5, alpha=0.0)
+        assert hybrid and hybrid[0].document_id == "mice"
 
 
 def test_hierarchical_level_with_nothing_above_its_floor(rag, obliqa):
