@@ -1,6 +1,7 @@
 """Retrieval: one Retriever interface, registered strategies, filters, fusion and post-processing."""
 
 from ragloom.filters import build_where, parse_filters
+from ragloom.retrieval.adaptive import AdaptiveRetriever
 from ragloom.retrieval.base import (
     POSTPROCESS_DEFAULTS,
     POSTPROCESS_OPTIONS,
@@ -16,7 +17,6 @@ from ragloom.retrieval.base import (
     register_retrieval_strategy,
     strategy_class,
 )
-from ragloom.retrieval.adaptive import AdaptiveRetriever
 from ragloom.retrieval.bm25 import BM25Retriever
 from ragloom.retrieval.dense import DenseRetriever
 from ragloom.retrieval.fusion import fuse, rrf, weighted
