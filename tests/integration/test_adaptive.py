@@ -22,7 +22,6 @@ from ragloom.routing import FEATURE_NAMES, LearnedRouter
 from ragloom.routing.train import make_model
 from ragloom.settings import SAMPLE_CORPUS
 from ragloom.stores.embedding_cache import EmbeddingCache
-from ragloom.stores.weaviate import WeaviateStore
 
 STRONG = ("The Halifax Harbour Trust manages pilotage and traffic in Halifax Harbour; Corvane installed twelve "
           "TideLens Harbour buoys in Project Beacon")
@@ -30,22 +29,18 @@ WEAK = "zyxqwv plorbination kwemblatz frondulous"  # words in no document: low c
 
 
 @pytest.fixture(scope="module")
-def rag(settings, tmp_path_factory) -> Iterator[Ragloom]:
+def rag(settings, tmp_path_factory, module_weaviate_store_factory) -> Iterator[Ragloom]:
     tag = uuid.uuid4().hex[:8]
-    ns = dataclasses.replace(settings, collection_prefix=f"TestAdapt{tag}", graph_namespace=f"test_adapt_{tag}",
+    vectors = module_weaviate_store_factory(f"TestAdapt{tag}")
+    ns = dataclasses.replace(settings, collection_prefix=vectors.prefix, graph_namespace=f"test_adapt_{tag}",
                              artifacts_path=tmp_path_factory.mktemp("artifacts"))
     documents = parse_sources([SAMPLE_CORPUS], SAMPLE_CORPUS).documents
     embedder = make_embedder(settings)
-    vectors = WeaviateStore.connect(ns)
-    try:
-        chunks = chunker_for("recursive", embedder).chunk_many(documents)
-        sync_vectors(vectors, embedder, "recursive", chunks, cache=EmbeddingCache(settings.artifacts_dir /
-                                                                                  "embedding_cache"))
-        with Ragloom(ns, vectors=vectors, embedder=embedder) as rag:
-            yield rag
-    finally:
-        vectors.drop_collections()
-        vectors.close()
+    chunks = chunker_for("recursive", embedder).chunk_many(documents)
+    sync_vectors(vectors, embedder, "recursive", chunks, cache=EmbeddingCache(settings.artifacts_dir /
+                                                                              "embedding_cache"))
+    with Ragloom(ns, vectors=vectors, embedder=embedder) as rag:
+        yield rag
 
 
 def _adaptive(result):
