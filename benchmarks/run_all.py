@@ -44,6 +44,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], list[str]]] = {
                       "--prefix", "BenchServiceSmoke", "--drop"]),
     "scaling": ([], ["--sizes", "1000,5000"], ["--sizes", "40"]),
     "peer_llamaindex": ([], ["--docs", "300"], ["--docs", "10"]),
+    "scale_out": ([], ["--repeats", "1", "--chunks", "200"], ["--smoke"]),
 }
 
 # Scripts run_all leaves out, and why (the smoke test holds every script to one of the two tables).
