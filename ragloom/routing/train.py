@@ -31,7 +31,7 @@ METRIC = "ndcg@10"
 def make_model(seed: int = 13) -> Any:
     from sklearn.ensemble import ExtraTreesRegressor
 
-    return ExtraTreesRegressor(n_estimators=200, min_samples_leaf=5, max_features=0.5, random_state=seed, n_jobs=1)
+    return ExtraTreesRegressor(n_estimators=40, min_samples_leaf=5, max_features=0.5, random_state=seed, n_jobs=1)
 
 
 def load_rows(eval_json: Path, settings: Any, log: Any = print) -> tuple[list[dict[str, Any]], list[str]]:
