@@ -60,7 +60,9 @@ class HierarchicalRetriever(Retriever):
         "leaf_level": Option(-1, min=-1, max=MAX_LEVELS - 1,
                              help="the leaf level; -1 finds it (the deepest level present), once per collection"),
         "leaf_multiplier": Option(3, min=1, help="the leaves are searched for k x this many candidates"),
-        "lane": Option("dense", choices=("dense", "hybrid"), help="the lane every level is searched with"),
+        # hybrid: the coarse levels' vectors read only the first 256 tokens of a section or parent (the model's
+        # limit); BM25 reads all of it. ObliQA dev passage R@10 0.749 (dense) -> 0.955 (hybrid).
+        "lane": Option("hybrid", choices=("dense", "hybrid"), help="the lane every level is searched with"),
         "alpha": Option(0.5, min=0.0, max=1.0, help="lane=hybrid: 0 = BM25 only, 1 = vector only"),
         "auto_merge": Option(True, help="replace children covering merge_threshold of a parent by the parent"),
         "merge_threshold": Option(0.5, min=0.0, max=1.0, exclusive_min=True,

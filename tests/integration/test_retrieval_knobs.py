@@ -158,7 +158,7 @@ def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path
 
 def test_hierarchical_level_with_nothing_above_its_floor(rag, obliqa):
     query = obliqa.queries[0].text
-    common = {"min_score": 0.99, **NO_POST}  # no section scores a cosine of 0.99
+    common = {"min_score": 0.99, "lane": "dense", **NO_POST}  # no section scores a cosine of 0.99
     empty = rag.query(query, strategy="hierarchical", k=5, **common)
     assert empty.items == [] and empty.metadata["hierarchical"]["empty_level"] == 1
     flat = rag.query(query, strategy="hierarchical", k=5, empty_level="flat", **common)
