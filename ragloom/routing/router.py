@@ -71,8 +71,26 @@ class LearnedRouter:
     card: dict[str, Any] = field(default_factory=dict)
     kind: str = "learned"
 
+    def predict_one(self, features: np.ndarray) -> np.ndarray:
+        """The model's prediction for one row. A tree ensemble is walked here (its arrays, no per-call checks):
+        scikit-learn's ``predict`` costs ~1 ms per 5 trees per call on a busy machine, this ~0.01 ms per tree."""
+        trees = getattr(self.model, "estimators_", None)
+        if not trees or not all(hasattr(t, "tree_") for t in trees):
+            return np.asarray(self.model.predict(features.reshape(1, -1)))[0]
+        x = np.asarray(features, dtype=np.float32)  # scikit-learn's trees compare in float32
+        total = None
+        for estimator in trees:
+            tree = estimator.tree_
+            left, right, feature, threshold = tree.children_left, tree.children_right, tree.feature, tree.threshold
+            node = 0
+            while left[node] != -1:
+                node = left[node] if x[feature[node]] <= threshold[node] else right[node]
+            value = tree.value[node][:, 0]
+            total = value.copy() if total is None else total + value
+        return total / len(trees)
+
     def route(self, query: str, features: np.ndarray, candidates: Sequence[str]) -> tuple[str, str]:
-        predicted = np.asarray(self.model.predict(features.reshape(1, -1)))[0]
+        predicted = self.predict_one(features)
         scores = {s: float(p) for s, p in zip(self.strategies, predicted, strict=True) if s in candidates}
         if not scores:
             return candidates[0], "model knows none of the chain's strategies: first of the chain"

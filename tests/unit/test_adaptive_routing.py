@@ -46,6 +46,7 @@ def test_router_artifact_round_trips(tmp_path):
     router, path, X = _trained(tmp_path)
     loaded = LearnedRouter.load(path)
     assert loaded.strategies == ["dense", "bm25", "hybrid"] and loaded.card["data_sha256"] == "x"
+    np.testing.assert_allclose([loaded.predict_one(row) for row in X], loaded.model.predict(X), rtol=1e-6, atol=1e-9)
     for row in X[:10]:
         assert loaded.route("", row, ["dense", "bm25", "hybrid"]) == router.route("", row, ["dense", "bm25", "hybrid"])
     # restricted to the candidates given
