@@ -33,6 +33,7 @@ class EdgeWeights:
     svo: float = 2.0
     cooccurrence: float = 0.5
     synonym: float = 1.0
+    synonym_min_score: float = 0.0  # synonym edges below this similarity are left out
 
 
 @dataclass
@@ -144,7 +145,9 @@ class RetrievalGraph:
         pairs = self.relation_pairs
         n = self.n_entities
         relations = sp.csr_matrix((w, (pairs[:, 0], pairs[:, 1])), shape=(n, n)) if len(w) else sp.csr_matrix((n, n))
-        entity_edges = relations + relations.T + weights.synonym * (self.synonyms + self.synonyms.T)
+        synonyms = self.synonyms.copy()
+        synonyms.data[synonyms.data < weights.synonym_min_score] = 0.0
+        entity_edges = relations + relations.T + weights.synonym * (synonyms + synonyms.T)
         entity_edges.setdiag(0)
         adjacency = sp.bmat([[None, mentions], [mentions.T, entity_edges]], format="csr")
         node_visible = np.concatenate([visible, visible_entities])

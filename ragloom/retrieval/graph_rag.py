@@ -56,6 +56,9 @@ class GraphRagRetriever(Retriever):
         "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),
         "cooccurrence_weight": Option(0.5, min=0.0, max=100.0, help="edge factor of same-sentence co-occurrence"),
         "synonym_weight": Option(1.0, min=0.0, max=100.0, help="edge factor of synonym edges (x similarity)"),
+        "synonym_min_score": Option(0.0, min=0.0, max=1.0,
+                                    help="synonym edges under this name cosine are not walked (stored: >= the "
+                                         "ingest threshold)"),
         "max_iter": Option(30, min=1, max=1000, help="power iterations at most"),
         "vector_lane": Option("hybrid", choices=("dense", "hybrid"), help="the lane that seeds the passages"),
         "alpha": Option(0.5, min=0.0, max=1.0, help="vector_lane=hybrid: 0 = BM25 only, 1 = vector only"),
@@ -78,7 +81,8 @@ class GraphRagRetriever(Retriever):
             with request.stage("graph_load"):
                 graph = graph_snapshot(self.context, store, self.chunking)
                 weights = EdgeWeights(svo=options["svo_weight"], cooccurrence=options["cooccurrence_weight"],
-                                      synonym=options["synonym_weight"])
+                                      synonym=options["synonym_weight"],
+                                      synonym_min_score=options["synonym_min_score"])
                 walk = graph.walk_matrix(request.scope.visible_paths(), weights)
         except RagloomError as e:  # Neo4j failing mid-query: answer from the vectors, and say so
             return _fallback(request, lane, f"graph store failed: {e}")

@@ -379,10 +379,12 @@ class Neo4jStore:
 
     def retrieval_graph_rows(self, strategy: str) -> dict[str, list[dict]]:
         """The rows ragloom.retrieval.graph_index builds its snapshot from: chunks of ``strategy`` with their
-        mentions, the namespace's entities and relations (with per-chunk evidence)."""
+        mentions, the namespace's entities, relations (with per-chunk evidence) and SYNONYM edges."""
         return {"chunks": self._run(cypher.retrieval_chunks(self.namespace, strategy)),
                 "entities": self._run(cypher.retrieval_entities(self.namespace)),
-                "relations": self._run(cypher.retrieval_relations(self.namespace))}
+                "relations": self._run(cypher.retrieval_relations(self.namespace)),
+                "synonyms": [{"source": r["source_id"], "target": r["target_id"], "score": r["score"]}
+                             for r in self.synonyms()]}
 
     def stats(self, top: int = 10) -> dict:
         """Counts, the ``top`` entities by degree, and every entity's degree (for a histogram)."""

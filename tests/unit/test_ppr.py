@@ -184,3 +184,16 @@ def test_edge_weights_change_the_walk():
         masses.append(ppr.personalized_pagerank(walk.transposed, walk.dangling, reset))
     falcon = graph.n_chunks + 1
     assert masses[1][falcon] > masses[0][falcon]  # the strong "host" relation pulls mass to Falcon
+
+
+def test_synonym_edges_carry_mass_unless_under_the_score_floor():
+    graph = build_graph(_two_tenant_rows())
+    reset = np.zeros(graph.n_chunks + graph.n_entities)
+    reset[graph.n_chunks + 2] = 1.0  # seed Zephyr; its synonym edge (0.9) leads to Falcon
+    falcon = graph.n_chunks + 1
+    masses = {}
+    for floor in (0.0, 0.95):
+        walk = graph.walk_matrix(None, EdgeWeights(svo=0.0, cooccurrence=0.0, synonym_min_score=floor))
+        masses[floor] = ppr.personalized_pagerank(walk.transposed, walk.dangling, reset)
+    # Falcon is also reached through chunks (Zephyr -> g1 -> Bergen -> a1 -> Falcon), far less directly
+    assert masses[0.0][falcon] > 3 * masses[0.95][falcon] > 0
