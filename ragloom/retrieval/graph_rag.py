@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import RagloomError
-from ragloom.retrieval import lanes, ppr
+from ragloom.retrieval import fusion, lanes, ppr
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
 from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk
 from ragloom.retrieval.options import Option
@@ -53,6 +53,10 @@ class GraphRagRetriever(Retriever):
         "seed_chunks": Option(5, min=0, max=1000, help="best candidates whose entities seed the walk"),
         "max_seeds": Option(5, min=0, max=1000, help="entity seeds kept, heaviest (score / chunk frequency) first"),
         "query_entities": Option(True, help="seed the entities the query names"),
+        "require_named": Option(True, help="walk only when the query names a graph entity; else the vector "
+                                           "lane answers (single-hop questions keep hybrid's ranking)"),
+        "lane_weight": Option(0.0, min=0.0, max=10.0,
+                              help="RRF weight of the vector lane's own ranking fused with the walk's (0 = walk only)"),
         "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),
         "cooccurrence_weight": Option(0.5, min=0.0, max=100.0, help="edge factor of same-sentence co-occurrence"),
         "synonym_weight": Option(1.0, min=0.0, max=100.0, help="edge factor of synonym edges (x similarity)"),
@@ -96,6 +100,8 @@ class GraphRagRetriever(Retriever):
             top = sorted(scored, key=lambda n: -scored[n])[: options["seed_chunks"]]
             entities = ppr.entity_seeds(named, {n: graph.entities_of(n) for n in top}, normalised,
                                         graph.chunk_frequency, max_seeds=options["max_seeds"])
+        if options["require_named"] and not named:
+            return _fallback(request, lane, "the query names no entity of the graph")
         if not entities:
             return _fallback(request, lane, "no seed entities in the graph for this query")
         with request.stage("ppr"):
@@ -107,6 +113,10 @@ class GraphRagRetriever(Retriever):
             mass = ppr.personalized_pagerank(walk.transposed, walk.dangling, reset, damping=options["damping"],
                                              max_iter=options["max_iter"])
         items = self._ranked(request, graph, walk, mass, candidates)
+        if options["lane_weight"] > 0:
+            with request.stage("fusion"):
+                items = fusion.rrf({"graph": items, "lane": candidates}, k=request.fetch_k,
+                                   weights={"lane": options["lane_weight"]})
         request.lane("graph")
         request.info["graph"] = {
             "seeds": [graph.entity_names[e] for e in entities], "named_in_query": len(named),

@@ -226,7 +226,7 @@ def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_cor
     assert plain.metadata["graph"]["named_in_query"] >= 1  # Peter Bonetti
     # passage seeds alone (no entity seed) would only smooth the vector lane: graph_rag says so and returns it
     lane_only = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, query_entities=False,
-                                         seed_chunks=0)
+                                         seed_chunks=0, require_named=False)
     assert lane_only.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the graph for this query"]
     assert "graph" not in lane_only.metadata["lanes_run"] and doc_ids(lane_only)
     heavy = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, passage_weight=5.0)
@@ -300,10 +300,10 @@ def test_unknown_strategy_falls_back_to_dense(scifact, scifact_corpus):
     assert result.items and result.metadata["lanes_run"] == ["dense"]
 
 
-def test_graph_rag_without_seed_entities_answers_like_its_vector_lane(musique_corpus):
-    # a query naming nothing, with chunk seeds off: the hybrid lane already in flight answers (not re-run)
-    result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False, seed_chunks=0)
-    assert result.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the graph for this query"]
+def test_graph_rag_without_a_named_entity_answers_like_its_vector_lane(musique_corpus):
+    # a query naming no graph entity: the hybrid lane already in flight answers (not re-run)
+    result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False)
+    assert result.metadata["fallbacks"] == ["graph_rag->hybrid: the query names no entity of the graph"]
     assert result.metadata["lanes_run"] == ["hybrid"] and result.items
     hybrid = musique_corpus.rag.query("what is it about?", strategy="hybrid", k=3, abstain=False)
     assert doc_ids(result)[0] == doc_ids(hybrid)[0]
@@ -463,14 +463,16 @@ def test_graph_lane_stays_in_scope(memos):
     # it cannot be a seed, the walk never enters a chunk she may not read, and no sibling's name leaks
     # into the items, the context item or the metadata.
     alice = SCOPES["alice"]
-    for options in ({"seed_chunks": 0}, {}):
+    for options in ({"require_named": False}, {}):
         result = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False, **options)
         assert set(doc_ids(result)) <= visible_documents(alice)
         assert not any(name in item.text.lower() for item in result.items for name in forbidden_names(alice))
         assert "zephyr" not in str(result.metadata).lower()
-    named_nothing = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False,
-                                    seed_chunks=0)
-    assert named_nothing.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the graph for this query"]
+    named_nothing = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False)
+    assert named_nothing.metadata["fallbacks"] == ["graph_rag->hybrid: the query names no entity of the graph"]
+    walked = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False,
+                             require_named=False)  # seeded from her own best chunks' entities
+    assert "graph" in walked.metadata["lanes_run"] and "zephyr" not in str(walked.metadata).lower()
     bob = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=SCOPES["bob"], abstain=False,
                           seed_chunks=0)
     assert "graph" in bob.metadata["lanes_run"] and doc_ids(bob)[0] == "memo-bob"
