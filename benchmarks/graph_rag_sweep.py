@@ -105,21 +105,16 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             refs[name] = _run_strategy(rag, dataset, name, args.chunking, args.depth, base, quiet)
             print(f"# {name}: {time.perf_counter() - started:.1f}s", file=sys.stderr)
-        systems = [(f"{name} (reference)", r) for name, r in refs.items()]
-        for label, point in points:
-            started = time.perf_counter()
-            result = _run_strategy(rag, dataset, args.strategy, args.chunking, args.depth, {**base, **point}, quiet)
-            print(f"# {label}: {time.perf_counter() - started:.1f}s", file=sys.stderr)
-            systems.append((f"{args.strategy} {label}", result))
         header = (f"| {'system':48} | R@2 | R@5 | R@10 | AR@5 | nDCG@10 | "
                   + " | ".join(f"ΔR@5 vs {r}" for r in refs) + " | "
                   + " | ".join(f"ΔnDCG@10 vs {r}" for r in refs) + " | ms p50 |")
         print(header)
         print("| --- " * (header.count("|") - 1) + "|")
-        for label, result in systems:
+
+        def row(label: str, result) -> None:
             if result.error:
                 print(f"| {label} | error: {result.error} |")
-                continue
+                return
             s = result.scores[args.level]
             cells = [f"{bootstrap_ci(s[m]).mean:.3f}" for m in ("recall@2", "recall@5", "recall@10", "ar@5", "ndcg@10")]
             deltas = []
@@ -131,6 +126,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {label:48} | " + " | ".join(cells + deltas) + f" | {latency:.0f} |", flush=True)
             rows.append({"system": label, **{m: float(s[m].mean()) for m in s}, "latency_ms_p50": latency,
                          "query_errors": result.query_errors})
+
+        for name, result in refs.items():
+            row(f"{name} (reference)", result)
+        for label, point in points:
+            started = time.perf_counter()
+            result = _run_strategy(rag, dataset, args.strategy, args.chunking, args.depth, {**base, **point}, quiet)
+            print(f"# {label}: {time.perf_counter() - started:.1f}s", file=sys.stderr)
+            row(f"{args.strategy} {label}", result)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

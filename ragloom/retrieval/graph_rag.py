@@ -130,7 +130,10 @@ class GraphRagRetriever(Retriever):
 
     def _named_entities(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk) -> list[int]:
         with request.stage("graph_seeds"):
-            return [e for e in graph.match_names(query_names(self.context, request)) if walk.visible_entities[e]]
+            names, grams = query_names(self.context, request)
+            # only spaCy's names may match partially: a word n-gram such as "first goal" would match noise
+            found = dict.fromkeys([*graph.match_names(names), *graph.match_names(grams, partial_limit=0)])
+            return [e for e in found if walk.visible_entities[e]]
 
     def _ranked(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk, mass: np.ndarray,
                 candidates: list[RetrievedItem]) -> list[RetrievedItem]:
@@ -162,9 +165,9 @@ class GraphRagRetriever(Retriever):
         return out[:want]
 
 
-def query_names(context: Any, request: SearchRequest) -> list[str]:
-    """Normalised names the query may mention: spaCy's entity names and every word n-gram (single stop
-    words and words under 3 letters left out); matched against the graph's normalised names and aliases."""
+def query_names(context: Any, request: SearchRequest) -> tuple[list[str], list[str]]:
+    """Normalised names the query may mention: (spaCy's entity names, every word n-gram with single stop
+    words and words under 3 letters left out), to match against the graph's normalised names and aliases."""
     from ragloom.extraction import normalize_name, query_entities
 
     names: list[str] = []
@@ -177,14 +180,15 @@ def query_names(context: Any, request: SearchRequest) -> list[str]:
     if nlp is not None:
         names = query_entities(nlp, request.query)
         stop_words = frozenset(nlp.Defaults.stop_words)
+    grams: list[str] = []
     words = _WORD.findall(request.query)
     for size in range(1, MAX_NAME_WORDS + 1):
         for start in range(len(words) - size + 1):
             gram = words[start:start + size]
             if size == 1 and (gram[0].casefold() in stop_words or len(gram[0]) < 3):
                 continue
-            names.append(normalize_name(" ".join(gram)))
-    return list(dict.fromkeys(n for n in names if n))
+            grams.append(normalize_name(" ".join(gram)))
+    return list(dict.fromkeys(n for n in names if n)), list(dict.fromkeys(n for n in grams if n))
 
 
 def graph_snapshot(context: Any, store: Any, chunking: str) -> RetrievalGraph:

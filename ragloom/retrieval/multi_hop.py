@@ -61,7 +61,8 @@ class MultiHopRetriever(Retriever):
             return ranked["round 1"][: request.fetch_k]
         visible = graph.walk_matrix(request.scope.visible_paths()).visible_entities
         with request.stage("bridges"):
-            used = set(graph.match_names(query_names(self.context, request)))
+            names, grams = query_names(self.context, request)
+            used = set(graph.match_names([*names, *grams], partial_limit=0))
         fused = ranked["round 1"]
         rounds: list[list[str]] = []
         for round_no in range(2, options["max_rounds"] + 1):
