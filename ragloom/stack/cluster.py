@@ -25,6 +25,7 @@ from ragloom.stack.process import ManagedProcess, port_open, wait_until
 
 CLUSTER_DIR = REPO_ROOT / "deploy" / "cluster"
 POSTGRES_DB = "dagster"
+CREATE_DATABASE = 'CREATE DATABASE "dagster"'  # POSTGRES_DB; DDL takes no parameters, so a constant
 POSTGRES_USER = "ragloom"
 CLUSTER_NAMESPACE = "ragloom_cluster"
 
@@ -163,7 +164,7 @@ def _ensure_database(settings: Settings) -> None:
         with conn.cursor() as cur:
             cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (POSTGRES_DB,))
             if cur.fetchone() is None:
-                cur.execute(f'CREATE DATABASE "{POSTGRES_DB}"')  # a constant, not user input
+                cur.execute(CREATE_DATABASE)
     finally:
         conn.close()
 
