@@ -55,7 +55,7 @@ class GraphRagRetriever(Retriever):
         "query_entities": Option(True, help="seed the entities the query names"),
         "require_named": Option(True, help="walk only when the query names a graph entity; else the vector "
                                            "lane answers (single-hop questions keep hybrid's ranking)"),
-        "lane_weight": Option(0.0, min=0.0, max=10.0,
+        "lane_weight": Option(2.0, min=0.0, max=10.0,
                               help="RRF weight of the vector lane's own ranking fused with the walk's (0 = walk only)"),
         "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),
         "cooccurrence_weight": Option(0.5, min=0.0, max=100.0, help="edge factor of same-sentence co-occurrence"),

@@ -185,7 +185,7 @@ def test_items_carry_what_callers_need(scifact, scifact_corpus):
 def test_graph_rag_finds_multi_hop_gold(musique, musique_corpus):
     found = walked = 0
     for query in musique.queries:
-        result = musique_corpus.rag.query(query.text, strategy="graph_rag", k=10, abstain=False)
+        result = musique_corpus.rag.query(query.text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0)
         walked += "graph" in result.metadata["lanes_run"]  # the others name no graph entity: the lane answers
         gold = set(musique.qrels[query.query_id])
         found += len(gold & set(doc_ids(result))) / len(gold)
@@ -197,7 +197,7 @@ def test_graph_rag_finds_multi_hop_gold(musique, musique_corpus):
 def test_graph_rag_reaches_a_gold_paragraph_hybrid_misses(musique, musique_corpus, question, k, gold):
     text = next(q.text for q in musique.queries if q.query_id == question)
     hybrid = musique_corpus.rag.query(text, strategy="hybrid", k=k, abstain=False)
-    graph = musique_corpus.rag.query(text, strategy="graph_rag", k=k, abstain=False)
+    graph = musique_corpus.rag.query(text, strategy="graph_rag", k=k, abstain=False, lane_weight=0.0)  # the walk
     assert gold not in doc_ids(hybrid)
     assert gold in doc_ids(graph)
     reached = next(i for i in graph.items if i.document_id == gold)
@@ -222,14 +222,17 @@ def test_graph_rag_prepends_the_visited_subgraph(musique, musique_corpus):
 
 def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_corpus):
     text = "Who scored the first goal of last season for Peter Bonetti's team?"
-    plain = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False)
+    plain = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0)
     assert plain.metadata["graph"]["named_in_query"] >= 1  # Peter Bonetti
     # passage seeds alone (no entity seed) would only smooth the vector lane: graph_rag says so and returns it
     lane_only = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, query_entities=False,
                                          seed_chunks=0, require_named=False)
     assert lane_only.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the graph for this query"]
     assert "graph" not in lane_only.metadata["lanes_run"] and doc_ids(lane_only)
-    heavy = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, passage_weight=5.0)
+    heavy = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0,
+                                     passage_weight=5.0)
+    fused = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False)  # default lane_weight 2
+    assert doc_ids(fused) != doc_ids(plain)  # the vector lane's weight moves the walk's ranking
     assert doc_ids(heavy) != doc_ids(plain)  # the passage seeds' weight moves the ranking
     for bad in ({"damping": 1.0}, {"passage_weight": -1}, {"vector_lane": "bm25"}, {"candidates": 0}):
         with pytest.raises(RetrievalError, match=next(iter(bad))):
