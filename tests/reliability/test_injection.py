@@ -33,8 +33,10 @@ FRAGMENTS = ["'", '"', "\\", "\\'", '\\"', "}", "{", ")", "(", "]", "[", "`", "$
 hostile = st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=6).map("".join)
 name_like = hostile.map(lambda s: " ".join(s.replace("\u0000", "").split())).filter(lambda s: any(c.isalnum()
                                                                                                     for c in s))
-scope_part = hostile.map(lambda s: s.replace("/", "").replace("\u0000", "").strip()).filter(
-    lambda s: s and s != "__shared__")
+# Scope parts are validated (ragloom.types.SCOPE_PART; hostile ones raise ScopeError: tests/unit/test_scope.py):
+# the round trip uses every part the rule lets through, dots and dashes included.
+scope_part = st.from_regex(r"[A-Za-z0-9_.-]{1,64}", fullmatch=True).filter(
+    lambda s: s not in (".", "..", "__shared__"))
 counter = itertools.count()
 HYPOTHESIS = hypothesis_settings(deadline=None, database=None, max_examples=20,
                                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
