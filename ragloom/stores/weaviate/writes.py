@@ -191,6 +191,13 @@ class Writes(Inventory):
                 raise StoreError(f"Weaviate could not delete {result.failed} of {len(uuids)} objects from "
                                  f"{self.collection_name(strategy)}")
             deleted += int(result.successful)
+            if result.successful < len(uuids):
+                # delete_many finds objects through the id index; an object whose index write failed (a shard
+                # briefly read-only under concurrent writes) is stored yet not matched. Delete the rest by id,
+                # which reads the object store itself; ids that are really gone answer False.
+                with store_errors(f"delete from {self.collection_name(strategy)}"):
+                    deleted += sum(bool(collection.data.delete_by_id(u)) for u in uuids
+                                   if collection.data.exists(u))
         if deleted:
             self.bump_version(strategy)
         return deleted
