@@ -16,6 +16,7 @@ from ragloom.errors import ConfigError, LLMOutputError
 from ragloom.llm import prompts
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.prompts import PromptTemplate
+from ragloom.llm.registry import Registry
 
 OnToken = Callable[[str], None]
 
@@ -80,22 +81,12 @@ class GenerationStrategy(ABC):
         draft.tokens_out += completion.tokens_out
 
 
-_REGISTRY: dict[str, type[GenerationStrategy]] = {}
-
-
-def register_generation(name: str) -> Any:
-    def register(cls: type[GenerationStrategy]) -> type[GenerationStrategy]:
-        if name in _REGISTRY:
-            raise ConfigError(f"generation strategy {name!r} is already registered")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return register
+_REGISTRY: Registry[type[GenerationStrategy]] = Registry("generation strategy", GenerationStrategy)
+register_generation = _REGISTRY.register
 
 
 def available_generations() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_generation(name: str, llm: LLMClient, max_tokens: int, temperature: float = 0.0,

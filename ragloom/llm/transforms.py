@@ -22,6 +22,7 @@ from ragloom.errors import ConfigError, RagloomError
 from ragloom.llm import prompts
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.prompts import PromptTemplate
+from ragloom.llm.registry import Registry
 from ragloom.types import RetrievedItem
 
 MAX_GENERATED = 8  # queries one transform may add
@@ -134,24 +135,12 @@ def _count_option(transform: QueryTransform, name: str) -> int:
 
 
 # registry -------------------------------------------------------------------------------------------------
-_REGISTRY: dict[str, type[QueryTransform]] = {}
-
-
-def register_transform(name: str) -> Any:
-    def register(cls: type[QueryTransform]) -> type[QueryTransform]:
-        if not (isinstance(cls, type) and issubclass(cls, QueryTransform)):
-            raise ConfigError(f"transform {name!r}: {cls!r} is not a QueryTransform subclass")
-        if name in _REGISTRY:
-            raise ConfigError(f"transform {name!r} is already registered ({_REGISTRY[name].__qualname__})")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return register
+_REGISTRY: Registry[type[QueryTransform]] = Registry("transform", QueryTransform)
+register_transform = _REGISTRY.register
 
 
 def available_transforms() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_transform(name: str, llm: LLMClient | None, **options: Any) -> QueryTransform:
