@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from polling import free_port, wait_for
 
 from ragloom.errors import StoreError
 from ragloom.settings import REPO_ROOT
@@ -34,21 +34,6 @@ They planned a survey of the Hardanger Fjord for the Norwegian Polar Institute. 
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(predicate, timeout: float, what: str, interval: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
 
 @pytest.fixture(scope="module")
 def dagster_stack(settings, module_weaviate_store_factory, module_neo4j_store_factory, tmp_path_factory):
@@ -63,7 +48,7 @@ def dagster_stack(settings, module_weaviate_store_factory, module_neo4j_store_fa
     shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
     (root / "docs").mkdir()
     (root / "uploads").mkdir()
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
@@ -100,7 +85,7 @@ def dagster_stack(settings, module_weaviate_store_factory, module_neo4j_store_fa
             return False
 
     try:
-        _wait(server_up, 180, "dagster-webserver")
+        wait_for(server_up, 180, "dagster-webserver")
         yield {"url": url, "root": root, "env": env, "prefix": env["RAGLOOM_COLLECTION_PREFIX"],
                "ns": env["RAGLOOM_GRAPH_NAMESPACE"], "home": home}
     finally:
@@ -149,7 +134,7 @@ def test_uploads_become_retrievable_and_deletes_disappear(dagster_stack, weaviat
                     latencies[document_id] = time.monotonic() - started
             return len(latencies) == len(files)
 
-        _wait(indexed, 900, "uploads to reach Weaviate and Neo4j", interval=0.5)
+        wait_for(indexed, 900, "uploads to reach Weaviate and Neo4j", interval=0.5)
         for n, document_id in enumerate(files):
             assert any("Solberg" in e for e in _entities_of(neo4j_driver, dagster_stack["ns"], document_id))
             # the chunk carries the scope of its upload folder
@@ -164,7 +149,7 @@ def test_uploads_become_retrievable_and_deletes_disappear(dagster_stack, weaviat
             ids = set(store.chunk_index(STRATEGY).values())
             return all(d not in ids and not _entities_of(neo4j_driver, dagster_stack["ns"], d) for d in files)
 
-        _wait(gone, 900, "deleted uploads to leave both stores")
+        wait_for(gone, 900, "deleted uploads to leave both stores")
     finally:
         ARTIFACTS.mkdir(exist_ok=True)
         values = sorted(latencies.values())
@@ -206,11 +191,11 @@ def test_ui_shows_asset_graph_and_launches_materialization(dagster_stack):
             runs = json.load(resp)["data"]["runsOrError"]["results"]
         return [r for r in runs if not any(t["key"] == "dagster/sensor_name" for t in r["tags"])]
 
-    runs = _wait(launched_runs, 60, "the UI-launched run")
+    runs = wait_for(launched_runs, 60, "the UI-launched run")
     run_id = runs[0]["runId"]
 
     def finished():
         run = next(r for r in launched_runs() if r["runId"] == run_id)
         return run if run["status"] in {"SUCCESS", "FAILURE", "CANCELED"} else None
 
-    assert _wait(finished, 420, "the UI-launched run to finish", interval=2)["status"] == "SUCCESS"
+    assert wait_for(finished, 420, "the UI-launched run to finish", interval=2)["status"] == "SUCCESS"

@@ -10,13 +10,12 @@ headless Chromium.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from polling import free_port, wait_for
 
 from pipelines.definitions import build_defs, uploads_sensor
 from ragloom.service.keys import KeyStore
@@ -67,20 +67,7 @@ PRINCIPALS = {  # name -> (tenant, user, admin)
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(predicate, timeout: float, what: str, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+_wait = functools.partial(wait_for, interval=0.5)
 
 
 @dataclasses.dataclass
@@ -139,7 +126,7 @@ def service(settings, module_weaviate_store_factory, module_neo4j_store_factory,
     key_file = root / "keys.json"
     keystore = KeyStore(key_file)
     keys = {name: keystore.create(t, u, admin=a)[0] for name, (t, u, a) in PRINCIPALS.items()}
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "RAGLOOM_COLLECTION_PREFIX": prefix, "RAGLOOM_GRAPH_NAMESPACE": graph_ns,
            "RAGLOOM_CHUNKINGS": STRATEGY, "RAGLOOM_GRAPH_CHUNKINGS": STRATEGY, "RAGLOOM_DOCS_DIR": str(docs),
            "RAGLOOM_UPLOADS_DIR": str(uploads), "RAGLOOM_ARTIFACTS_DIR": str(artifacts),
