@@ -66,6 +66,8 @@ def run_evaluation(context: OpExecutionContext, config: EvalConfig, weaviate: We
         "json": MetadataValue.path(str(paths["json"])),
         "ingest": MetadataValue.json(report.ingest),
         "systems_failed": ", ".join(errors) or "none",
+        **({"adaptive": MetadataValue.json({s.name: s.adaptive for s in report.systems if s.adaptive})}
+           if any(s.adaptive for s in report.systems) else {}),
         "config": MetadataValue.json(config.model_dump()),
     })
 

@@ -85,12 +85,21 @@ def result_rows(query: str, items: list, metadata: dict[str, Any]) -> list[dict[
             for item in items]
 
 
+def adaptive_metadata(tally: Any) -> dict[str, Any]:
+    """The adaptive strategy's mix and retry rate (ragloom.routing.monitor) as run metadata; none for others."""
+    if not tally.queries:
+        return {}
+    return {"adaptive": MetadataValue.json(tally.as_dict()), "adaptive_retry_rate": float(round(tally.retry_rate, 4)),
+            "adaptive_summary": tally.describe()}
+
+
 @op(description="Runs every query and writes the results as Parquet and JSON")
 def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: WeaviateResource, neo4j: Neo4jResource,
                 embedder: EmbedderResource, nlp: NlpResource, artifacts: ArtifactStore) -> Output[str]:
     from ragloom.api import Ragloom
     from ragloom.llm import check_names
     from ragloom.retrieval import parse_options
+    from ragloom.routing.monitor import AdaptiveTally
 
     options = parse_options(config.strategy, config.options)  # a bad option fails before anything loads
     scope = Scope.from_path(config.scope)
@@ -98,6 +107,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
     transforms = [t.strip() for t in config.transforms.split(",") if t.strip()]
     check_names(transforms, config.generation if config.answer else None)
     rows, answers = [], []
+    adaptive = AdaptiveTally()
     with Ragloom.from_settings(settings_of(weaviate, neo4j, embedder, nlp)) as rag:
         for q in queries:
             if config.answer:
@@ -109,12 +119,14 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
                                 "uncited": reply.uncited, "tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out,
                                 "latency_ms": reply.latency_ms.get("total"),
                                 "citations": json.dumps([c.__dict__ for c in reply.citations])})
+                adaptive.add(reply.retrieval)
                 context.log.info(f"answered {q!r}: {len(reply.citations)} citation(s), confidence "
                                  f"{reply.confidence}, {reply.message or 'ok'}")
                 continue
             result = rag.query(q, strategy=config.strategy, k=config.k, filters=config.filters or None,
                                scope=scope, chunking=config.chunking, transforms=transforms, **options)
             rows += result_rows(q, result.items, result.metadata)
+            adaptive.add(result.metadata)
     if config.answer:
         frame = pd.DataFrame(answers)
         path = artifacts.write(artifacts.run_name("query_answers", context.run_id), frame)
@@ -122,6 +134,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
         return Output(str(path), metadata={"queries": len(queries), "answers": len(frame), "parquet": str(path),
                                            "answers_table": markdown_table(answers, ["query", "answer", "confidence",
                                                                                      "cached", "message"], limit=50),
+                                           **adaptive_metadata(adaptive),
                                            "config": MetadataValue.json(config.model_dump())})
     frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
     path = artifacts.write(artifacts.run_name("query_results", context.run_id), frame)
@@ -129,6 +142,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
     abstained = {row["query"] for row in rows if row["abstained"]}
     return Output(str(path), metadata={"queries": len(queries), "results": sum(1 for row in rows if row["chunk_id"]),
                                        "queries_abstained": len(abstained), "parquet": str(path),
+                                       **adaptive_metadata(adaptive),
                                        "results_table": markdown_table(rows, ["query", "rank", "score", "document_id",
                                                                               "heading_path", "text"], limit=50),
                                        "config": MetadataValue.json(config.model_dump())})

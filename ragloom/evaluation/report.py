@@ -30,6 +30,7 @@ class SystemResult:
     latency_ms: list[float] = field(default_factory=list)
     query_errors: int = 0
     error: str = ""  # set when the system could not run at all
+    adaptive: dict[str, Any] | None = None  # the adaptive strategy's mix and retries (ragloom.routing.monitor)
 
     @property
     def name(self) -> str:
@@ -127,7 +128,16 @@ class EvalReport:
                 if system.query_errors:
                     text += f"  ({system.query_errors} query errors)"
                 lines.append(text)
+        lines += self.adaptive_lines()
         return "\n".join(lines)
+
+    def adaptive_lines(self) -> list[str]:
+        """One line per adaptive system: the strategy mix, retry rate and how often the retry improved nDCG@10."""
+        from ragloom.routing.monitor import describe
+
+        systems = [s for s in self.systems if s.adaptive]
+        return ["", "adaptive routing (retry judged by document nDCG@10 of the returned try vs the first)"] + [
+            f"{s.name}: {describe(s.adaptive)}" for s in systems] if systems else []
 
     def markdown(self) -> str:
         """The table as Markdown (for Dagster metadata or a note): mean [CI] per metric, nDCG@10 deltas."""
@@ -148,6 +158,9 @@ class EvalReport:
                     f"{cells[m]['mean']:.3f} [{cells[m]['low']:.3f}, {cells[m]['high']:.3f}]" for m in metrics)
                     + " | " + " | ".join("-" if d is None else f"{d:+.3f}" for d in deltas) + " |")
             lines.append("")
+        adaptive = self.adaptive_lines()
+        if adaptive:
+            lines += [f"**{adaptive[1]}**", "", *(f"- {line}" for line in adaptive[2:]), ""]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -155,6 +168,7 @@ class EvalReport:
             "dataset": self.dataset, "documents": self.documents, "levels": self.levels,
             "config": self.config, "ingest": self.ingest, "resamples": self.resamples, "seed": self.seed,
             "rows": self.rows(),
+            "adaptive": {s.name: s.adaptive for s in self.systems if s.adaptive},
             "per_query": {s.name: {lv: {"query_ids": self.query_ids[lv],
                                         **{m: [round(float(v), 6) for v in s.scores[lv][m]] for m in level_metrics(lv)}}
                                    for lv in s.scores} for s in self.systems if not s.error},

@@ -20,6 +20,7 @@ from ragloom.evaluation.datasets import EvalDataset, load_dataset
 from ragloom.evaluation.metrics import Hit, document_scores, passage_scores
 from ragloom.evaluation.report import BASELINE_BM25, BASELINE_DENSE, EvalReport, SystemResult
 from ragloom.retrieval import available_strategies, options_for, strategy_class
+from ragloom.routing.monitor import AdaptiveTally, Outcome, outcome
 from ragloom.settings import Settings
 from ragloom.types import Log
 
@@ -197,18 +198,22 @@ def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, 
         log(f"{result.name}: cannot run: {e}")
         return result
     runs: dict[str, list[Hit]] = {}
+    outcomes: dict[str, Outcome] = {}
     first_error = ""
     transform_errors = 0
     for query in dataset.queries:
         started = time.perf_counter()
         try:
             if transform is None:
-                items = retriever.search(query.text, k=depth).items
+                found = retriever.search(query.text, k=depth)
             else:
                 found = rag.query(query.text, strategy=strategy, k=depth, chunking=chunking, transforms=[transform],
                                   **options)
-                items = found.items
                 transform_errors += bool(found.metadata["transforms"][transform]["error"])
+            items = found.items
+            adaptive = outcome(found.metadata)
+            if adaptive is not None:
+                outcomes[query.query_id] = adaptive
         except RagloomError as e:
             result.query_errors += 1
             first_error = first_error or str(e)
@@ -219,10 +224,30 @@ def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, 
         result.error = f"every query failed: {first_error}"
     else:
         result.scores = score_runs(dataset, runs)
+    if outcomes:
+        tally = adaptive_tally(dataset, outcomes)
+        result.adaptive = tally.as_dict()
+        log(f"{result.name}: {tally.describe()}")
     log(f"{result.name}: {len(dataset.queries)} queries, {result.query_errors} errors" +
         (f" (first: {first_error})" if first_error else "") +
         (f"; the transform produced nothing for {transform_errors}" if transform_errors else ""))
     return result
+
+
+def adaptive_tally(dataset: EvalDataset, outcomes: Mapping[str, Outcome], metric: str = "ndcg@10") -> AdaptiveTally:
+    """The adaptive strategy's mix and retry rate over the queries, each retried query judged by the document
+    ``metric`` of the try returned minus that of the first try (both over the tries' own first documents)."""
+    retried = {q: o for q, o in outcomes.items() if o.retried and q in dataset.qrels}
+    gains: dict[str, float] = {}
+    if retried:
+        qrels = {q: dataset.qrels[q] for q in retried}
+        first = document_scores({q: [Hit(d, d) for d in o.first_documents] for q, o in retried.items()}, qrels)
+        used = document_scores({q: [Hit(d, d) for d in o.used_documents] for q, o in retried.items()}, qrels)
+        gains = dict(zip(sorted(qrels), (used[metric] - first[metric]).tolist(), strict=True))
+    tally = AdaptiveTally()
+    for query_id, found in outcomes.items():
+        tally.add(found, gains.get(query_id))
+    return tally
 
 
 def hits_of(items: Sequence[Any]) -> list[Hit]:

@@ -148,7 +148,8 @@ def answer(question: str, result: RetrievalResult, llm: LLMClient | None, option
     started = time.perf_counter()
     latency = dict(timings_ms or {})
     retrieval = {k: result.metadata.get(k) for k in ("strategy", "chunking", "lanes_run", "fallbacks", "transforms",
-                                                      "generated_queries", "original_query", "best_dense_cosine")
+                                                      "generated_queries", "original_query", "best_dense_cosine",
+                                                      "adaptive")
                  if k in result.metadata}
     out = Answer(question=question, generation=options.generation, retrieval=retrieval,
                  tokens_in=spent[0], tokens_out=spent[1], model=llm.describe() if llm else "")

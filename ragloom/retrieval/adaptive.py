@@ -6,7 +6,8 @@ at ``router_model`` or ``<artifacts>/router/model.pkl``), the LLM selector with 
 configured model, else rules. The chosen strategy runs with its own defaults on this retriever's chunking.
 The quality check (best dense cosine, query-term coverage; margin and diversity when their thresholds are
 set) may send the query to the next untried strategy of ``chain``, at most ``max_retries`` times; the best
-try by quality is returned. ``info`` records the route, every try and why it was retried.
+try by quality is returned. ``info`` records the route, every try (its quality, why it was weak, its first
+10 distinct documents) and the try returned; ``ragloom.routing.monitor`` counts them over many queries.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ragloom.types import RetrievedItem
 
 DEFAULT_CHAIN = ("hybrid", "dense", "bm25")
 ROUTERS = ("auto", "rules", "learned", "llm")
+TRY_DOCUMENTS = 10  # each try records its first distinct documents: evaluation scores tries at @10
 
 
 def default_model_path() -> Path:
@@ -119,7 +121,8 @@ class AdaptiveRetriever(Retriever):
             reasons = [f"failed: {error}"] if error else weak_reasons(
                 quality, len(items), min_cosine=options["min_cosine"], min_coverage=options["min_coverage"],
                 min_margin=options["min_margin"], min_diversity=options["min_diversity"])
-            tries.append({"strategy": strategy, "quality": quality.as_dict(), "weak": reasons})
+            tries.append({"strategy": strategy, "quality": quality.as_dict(), "weak": reasons,
+                          "documents": _documents(items, TRY_DOCUMENTS)})
             results.append(items)
             following = [s for s in chain if s not in tried]
             if not reasons or len(tried) > options["max_retries"] or not following:
@@ -169,6 +172,11 @@ def query_features(context: Any, chunking: str, query: str) -> Any:
     request = SearchRequest(query=query, k=SIGNAL_K, scope=Scope.from_path(None), filters=None,
                             chunking=chunking, context=context, fetch_k=SIGNAL_K, include_vectors=False)
     return signals(request, chunking)
+
+
+def _documents(items: list[RetrievedItem], n: int) -> list[str]:
+    """The first ``n`` distinct documents of a try, in rank order (ragloom.routing.monitor scores tries by them)."""
+    return list(dict.fromkeys(i.document_id for i in items))[:n]
 
 
 def _score(attempt: dict[str, Any]) -> float:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragloom.routing.monitor import outcome
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -91,10 +94,34 @@ class ServiceMetrics:
         self.errors = Counter("ragloom_errors_total", "Requests answered with an error, by kind", ("kind",))
         self.injected = Counter("ragloom_injected_items_total", "Dynamic items injected")
         self.swept = Counter("ragloom_swept_items_total", "Expired dynamic chunks deleted by the sweeper")
+        # the adaptive strategy (ragloom.routing.monitor): retry rate = retried / queries
+        self.adaptive_queries = Counter("ragloom_adaptive_queries_total", "Adaptive queries answered")
+        self.adaptive_routed = Counter("ragloom_adaptive_routed_total", "Adaptive queries by the strategy routed to",
+                                       ("strategy",))
+        self.adaptive_used = Counter("ragloom_adaptive_used_total", "Adaptive queries by the strategy whose result "
+                                     "was returned", ("strategy",))
+        self.adaptive_retried = Counter("ragloom_adaptive_retried_total", "Adaptive queries retried at least once")
+        self.adaptive_retries = Counter("ragloom_adaptive_retries_total", "Corrective retries, by the strategy "
+                                        "retried with", ("strategy",))
+
+    def observe_adaptive(self, metadata: Mapping[str, Any]) -> bool:
+        """Count an adaptive result's route, retries and returned strategy; False for another strategy's."""
+        found = outcome(metadata)
+        if found is None:
+            return False
+        self.adaptive_queries.inc()
+        self.adaptive_routed.inc(found.routed)
+        self.adaptive_used.inc(found.used)
+        if found.retried:
+            self.adaptive_retried.inc()
+            for strategy in found.tried[1:]:
+                self.adaptive_retries.inc(strategy)
+        return True
 
     def render(self) -> str:
         lines: list[str] = []
         for metric in (self.requests, self.request_seconds, self.query_seconds, self.fallbacks, self.abstentions,
-                       self.errors, self.injected, self.swept):
+                       self.errors, self.injected, self.swept, self.adaptive_queries, self.adaptive_routed,
+                       self.adaptive_used, self.adaptive_retried, self.adaptive_retries):
             lines.extend(metric.render())
         return "\n".join(lines) + "\n"

@@ -111,3 +111,34 @@ def test_llm_router_choice_stays_within_the_chain(rag, llm_settings):
     route = _adaptive(result)["route"]
     assert route["strategy"] in ("dense", "bm25")
     assert route["router"] == "llm" or "llm router failed" in route["note"]
+
+
+def test_query_job_reports_the_strategy_mix_and_retry_rate(rag, tmp_path):
+    # one strong query (not retried) and one weak (retried once): the run's metadata counts exactly that
+    from pipelines.query import query_job
+    from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource
+
+    queries = tmp_path / "queries.txt"
+    queries.write_text(f"{STRONG}\n{WEAK}\n")
+    s = rag.settings
+    resources = {"artifacts": ArtifactStore(base_dir=str(tmp_path)),
+                 "weaviate": WeaviateResource(collection_prefix=s.collection_prefix, api_key=s.weaviate_api_key),
+                 "neo4j": Neo4jResource(namespace=s.graph_namespace, password=s.neo4j_password),
+                 "embedder": EmbedderResource(), "nlp": NlpResource()}
+    config = {"queries_file": str(queries), "strategy": "adaptive", "k": 5,
+              "options": {"router": "rules", "chain": ["hybrid", "dense", "bm25"], "max_retries": 1,
+                          "abstain": False, "rerank": False}}
+    result = query_job.execute_in_process(run_config={"ops": {"run_queries": {"config": config}}},
+                                          resources=resources)
+    assert result.success
+    [materialization] = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    metadata = materialization.event_specific_data.metadata
+    counts = metadata["adaptive"].data
+    expected = [rag.query(q, strategy="adaptive", k=5, router="rules", chain=["hybrid", "dense", "bm25"],
+                          max_retries=1, abstain=False, rerank=False).metadata["adaptive"] for q in (STRONG, WEAK)]
+    assert counts["queries"] == 2 and counts["retried"] == 1 and counts["retries"] == 1
+    assert metadata["adaptive_retry_rate"].value == 0.5
+    routed = [e["route"]["strategy"] for e in expected]
+    assert counts["routed"] == {s: routed.count(s) for s in set(routed)}
+    assert sum(counts["used"].values()) == 2
+    assert all(t["documents"] for e in expected for t in e["tries"])  # each try's documents, for evaluation

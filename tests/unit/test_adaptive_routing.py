@@ -121,3 +121,65 @@ def test_cross_validation_learns_a_signal_and_reports_the_oracle():
     assert pooled["routing_accuracy"] > 0.8 and pooled["adaptive_minus_best"]["low"] > 0
     assert sum(map(sum, report["confusion"]["matrix"])) == 120 and set(report["per_dataset"]) == {"a", "b"}
     assert "oracle" in table(report)
+
+
+# monitoring: the strategy mix, retry rate and whether the retry helped ------------------------------------
+
+
+def _meta(routed, tried, used, documents=None):
+    documents = documents or [[f"{s}-doc"] for s in tried]
+    return {"strategy": "adaptive", "adaptive": {
+        "route": {"strategy": routed}, "used": used, "retried": len(tried) > 1,
+        "tries": [{"strategy": s, "weak": [], "documents": d} for s, d in zip(tried, documents, strict=True)]}}
+
+
+def test_tally_counts_the_mix_and_retries():
+    from ragloom.routing.monitor import AdaptiveTally
+
+    tally = AdaptiveTally()
+    assert not tally.add({"strategy": "hybrid"})  # another strategy's result is not counted
+    for meta in (_meta("hybrid", ["hybrid"], "hybrid"), _meta("hybrid", ["hybrid", "dense"], "dense"),
+                 _meta("dense", ["dense", "hybrid", "bm25"], "dense"), _meta("bm25", ["bm25"], "bm25")):
+        assert tally.add(meta)
+    counts = tally.as_dict()
+    assert counts["queries"] == 4 and counts["routed"] == {"bm25": 1, "dense": 1, "hybrid": 2}
+    assert counts["used"] == {"bm25": 1, "dense": 2, "hybrid": 1}
+    assert counts["retried"] == 2 and counts["retries"] == 3 and counts["retry_rate"] == 0.5
+    assert "retries_judged" not in counts  # no judgements, no claim about improvement
+    assert tally.describe().startswith("routed hybrid 50%, bm25 25%, dense 25%; retried 2/4 (50%)")
+
+
+def test_eval_judges_each_retry_by_the_returned_try_against_the_first():
+    from types import SimpleNamespace
+
+    from ragloom.evaluation.runner import adaptive_tally
+    from ragloom.routing.monitor import outcome
+
+    qrels = {"q1": {"gold1": 1}, "q2": {"gold2": 1}, "q3": {"gold3": 1}, "q4": {"gold4": 1}}
+    outcomes = {  # q1: the retry found the gold document; q2: the retry lost it; q3: first try kept; q4: not retried
+        "q1": outcome(_meta("hybrid", ["hybrid", "dense"], "dense", [["x", "y"], ["y", "gold1"]])),
+        "q2": outcome(_meta("hybrid", ["hybrid", "bm25"], "bm25", [["gold2"], ["x", "gold2"]])),
+        "q3": outcome(_meta("dense", ["dense", "bm25"], "dense", [["gold3"], ["x"]])),
+        "q4": outcome(_meta("bm25", ["bm25"], "bm25", [["gold4"]])),
+    }
+    counts = adaptive_tally(SimpleNamespace(qrels=qrels), outcomes).as_dict()
+    assert counts["queries"] == 4 and counts["retried"] == 3 and counts["retries_judged"] == 3
+    assert (counts["retry_improved"], counts["retry_worsened"]) == (1, 1)  # q2 ranks gold2 lower; q3 unchanged
+    assert counts["retry_improved_rate"] == round(1 / 3, 4)
+
+
+def test_service_metrics_count_adaptive_routes_and_retries():
+    from ragloom.service.metrics import ServiceMetrics
+
+    m = ServiceMetrics()
+    assert not m.observe_adaptive({"strategy": "hybrid"})
+    for meta in (_meta("hybrid", ["hybrid"], "hybrid"), _meta("hybrid", ["hybrid", "dense"], "dense"),
+                 _meta("dense", ["dense", "hybrid", "bm25"], "bm25")):
+        assert m.observe_adaptive(meta)
+    text = m.render()
+    assert "ragloom_adaptive_queries_total 3" in text and "ragloom_adaptive_retried_total 2" in text
+    assert 'ragloom_adaptive_routed_total{strategy="hybrid"} 2' in text
+    assert 'ragloom_adaptive_routed_total{strategy="dense"} 1' in text
+    assert 'ragloom_adaptive_used_total{strategy="bm25"} 1' in text
+    assert 'ragloom_adaptive_retries_total{strategy="dense"} 1' in text
+    assert 'ragloom_adaptive_retries_total{strategy="hybrid"} 1' in text

@@ -65,6 +65,7 @@ async def run_query(request: Request, who: Caller, body: QueryRequest) -> Retrie
         state.metrics.fallbacks.inc(strategy)
     if meta.get("abstained"):
         state.metrics.abstentions.inc(strategy)
+    state.metrics.observe_adaptive(meta)
     return result
 
 
