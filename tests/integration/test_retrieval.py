@@ -323,6 +323,24 @@ def test_graph_rag_without_a_reachable_graph_falls_back_to_hybrid(settings, mode
     assert result.items
 
 
+def test_graph_rag_whose_graph_load_fails_answers_from_its_vector_lane(musique_corpus, models):
+    # connected to the live server, but every read fails there (a database that does not exist): the snapshot
+    # load raises mid-query, and the hybrid lane already in flight answers
+    embedder, nlp = models
+    failing = Neo4jStore(musique_corpus.graph.driver, musique_corpus.graph.namespace, database="ragloomnosuchdb")
+    question = "Who scored the first goal of last season for Peter Bonetti's team?"
+    with Ragloom(musique_corpus.settings, vectors=musique_corpus.vectors, graph=failing, embedder=embedder,
+                 nlp=nlp) as rag:
+        result = rag.query(question, strategy="graph_rag", k=3, abstain=False)
+    assert len(result.metadata["fallbacks"]) == 1
+    assert result.metadata["fallbacks"][0].startswith("graph_rag->hybrid: graph store failed: neo4j (read")
+    assert result.metadata["lanes_run"] == ["hybrid"] and "graph" not in result.metadata
+    walked = musique_corpus.rag.query(question, strategy="graph_rag", k=3, abstain=False)
+    assert walked.metadata["fallbacks"] == [] and "graph" in walked.metadata  # the same query walks
+    hybrid = musique_corpus.rag.query(question, strategy="hybrid", k=3, abstain=False)
+    assert doc_ids(result)[0] == doc_ids(hybrid)[0]
+
+
 def test_hierarchical_on_a_flat_collection_searches_flat(scifact, scifact_corpus):
     result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="hierarchical", chunking="recursive", k=3)
     assert result.metadata["fallbacks"][0].startswith("hierarchical->flat")
