@@ -46,11 +46,13 @@ class Ragloom:
     Pass ``vectors`` / ``graph`` / ``embedder`` / ``nlp`` / ``reranker`` to reuse objects you already hold
     (they are not closed by ``close()``); anything this object opened itself, it closes. ``coalesce_queries``:
     concurrent queries share model calls (``CoalescingEmbedder``), for servers such as ``ragloom serve``.
+    ``hide_schema``: filters on unknown or mistyped metadata match nothing instead of raising (the service's
+    mode: see ``ragloom.filters.bind``).
     """
 
     def __init__(self, settings: Settings | None = None, *, vectors: Any = None, graph: Any = None,
                  embedder: Any = None, nlp: Any = None, reranker: Any = None, llm: LLMClient | None = _UNSET,
-                 coalesce_queries: bool = False) -> None:
+                 coalesce_queries: bool = False, hide_schema: bool = False) -> None:
         self.settings = settings or Settings.from_env()
         self._owned: list[Any] = []
         self._coalesce = coalesce_queries
@@ -67,6 +69,7 @@ class Ragloom:
             vectors, embedder=embedder, graph=graph, nlp=nlp, reranker=reranker,
             load_embedder=self._load_embedder, load_graph=self._load_graph, load_nlp=self._load_nlp,
             load_reranker=self._load_reranker, result_cache=_result_cache(self.settings),
+            hide_schema=hide_schema,
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
 

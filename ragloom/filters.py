@@ -92,6 +92,9 @@ class Not:
 
 Node = Condition | AllOf | Not
 
+# a condition no chunk meets: every chunk has a non-empty document id
+MATCHES_NOTHING = Condition("document_id", "document_id", "eq", "")
+
 
 def meta_property_name(key: str) -> str:
     """``meta_<key>`` with the key lower-cased and reduced to [a-z0-9_]."""
@@ -281,29 +284,38 @@ def _at(path: str) -> str:
 # checking against the schema -------------------------------------------------------------------------------
 
 
-def bind(node: Node | None, property_types: Mapping[str, str] | None) -> Node | None:
+def bind(node: Node | None, property_types: Mapping[str, str] | None, *, hide_schema: bool = False) -> Node | None:
     """``node`` checked against the collection's property types (data type names such as TEXT, INT, NUMBER,
     DATE, BOOL, TEXT_ARRAY: ``VectorStore.property_types``) with values converted to them.
 
     ``property_types`` None (schema unknown): core fields are checked, and ISO-date strings compared with
     user metadata become dates (what ingestion does with them).
+
+    ``hide_schema`` (the service): a condition on a field the collection lacks, or of the wrong type, becomes
+    ``MATCHES_NOTHING`` instead of an error. The schema is shared by every tenant of a collection, so an
+    error there would tell a caller which metadata keys *other* tenants' documents carry.
     """
     if node is None:
         return None
     if isinstance(node, AllOf):
-        return AllOf(tuple(bind(c, property_types) for c in node.children))
+        return AllOf(tuple(bind(c, property_types, hide_schema=hide_schema) for c in node.children))
     if isinstance(node, Not):
-        return Not(bind(node.child, property_types))
-    if node.prop in CORE_FIELDS:
-        data_type = CORE_FIELDS[node.prop]
-    elif property_types is None:
-        data_type = None
-    elif node.prop in property_types:
-        data_type = property_types[node.prop]
-    else:
-        raise FilterError(f"filter field {node.field!r}: no chunk in this collection has this metadata "
-                          f"(it would be stored as {node.prop})")
-    return replace(node, value=_bind_value(node, data_type))
+        return Not(bind(node.child, property_types, hide_schema=hide_schema))
+    try:
+        if node.prop in CORE_FIELDS:
+            data_type = CORE_FIELDS[node.prop]
+        elif property_types is None:
+            data_type = None
+        elif node.prop in property_types:
+            data_type = property_types[node.prop]
+        else:
+            raise FilterError(f"filter field {node.field!r}: no chunk in this collection has this metadata "
+                              f"(it would be stored as {node.prop})")
+        return replace(node, value=_bind_value(node, data_type))
+    except FilterError:
+        if hide_schema and node.prop not in CORE_FIELDS:
+            return MATCHES_NOTHING
+        raise
 
 
 def _bind_value(node: Condition, data_type: str | None) -> Any:

@@ -60,8 +60,9 @@ class RetrievalContext:
                  nlp: Any = None, reranker: Any = None, load_embedder: Callable[[], Any] | None = None,
                  load_graph: Callable[[], GraphStore] | None = None,
                  load_nlp: Callable[[], Any] | None = None, load_reranker: Callable[[], Any] | None = None,
-                 result_cache: ResultCache | None = None) -> None:
+                 result_cache: ResultCache | None = None, hide_schema: bool = False) -> None:
         self.vectors = vectors
+        self.hide_schema = hide_schema  # filters on unknown / mistyped fields match nothing (see filters.bind)
         self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker}
         self._loaders = {"embedder": load_embedder, "graph": load_graph, "nlp": load_nlp,
                          "reranker": load_reranker}
@@ -133,7 +134,7 @@ class RetrievalContext:
         try:
             return bind(node, self.property_types(collection))
         except FilterError:
-            return bind(node, self.property_types(collection, refresh=True))
+            return bind(node, self.property_types(collection, refresh=True), hide_schema=self.hide_schema)
 
     def query_vector(self, text: str) -> np.ndarray:
         """The embedding of a query, from an LRU of the last ``query_vector_size`` queries (keyed by the

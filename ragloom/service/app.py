@@ -11,7 +11,9 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragloom import dynamic
@@ -25,6 +27,7 @@ from ragloom.errors import (
     ScopeError,
     StoreError,
 )
+from ragloom.service import docs
 from ragloom.service.auth import RateLimiter
 from ragloom.service.keys import KeyStore
 from ragloom.service.metrics import ServiceMetrics
@@ -116,7 +119,7 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
         if own:
             from ragloom.api import Ragloom
 
-            app.state.rag = await asyncio.to_thread(Ragloom, settings, coalesce_queries=True)
+            app.state.rag = await asyncio.to_thread(Ragloom, settings, coalesce_queries=True, hide_schema=True)
         else:
             app.state.rag = rag
         # models and stores loaded before the first request, once (lazy loads would race under concurrency)
@@ -132,9 +135,12 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
             if own:
                 await asyncio.to_thread(app.state.rag.close)
 
-    app = FastAPI(title="ragloom", version="1", lifespan=lifespan,
+    local_docs = docs.have_assets(settings)
+    app = FastAPI(title="ragloom", version="1", lifespan=lifespan, docs_url=None if local_docs else "/docs",
                   description="Retrieval over ragloom's stores, scoped by API key. Send the key as "
                               "`Authorization: Bearer <key>`.")
+    if local_docs:
+        _serve_docs_locally(app, settings)
     app.state.settings = settings
     app.state.keys = KeyStore(settings.resolved_keys_file)
     app.state.limiter = RateLimiter(settings.service_rate_per_minute)
@@ -162,6 +168,18 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.service_max_body_bytes)
     app.add_middleware(Measure, metrics=app.state.metrics)  # outermost: counts the 413s too
     return app
+
+
+def _serve_docs_locally(app: FastAPI, settings: Settings) -> None:
+    """/docs with Swagger UI's files served from the cache (ragloom.service.docs), not from a CDN."""
+    app.mount(docs.ASSETS_ROUTE, StaticFiles(directory=docs.assets_dir(settings)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title="ragloom API",
+                                   swagger_js_url=f"{docs.ASSETS_ROUTE}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{docs.ASSETS_ROUTE}/swagger-ui.css",
+                                   swagger_favicon_url=f"{docs.ASSETS_ROUTE}/favicon-32x32.png")
 
 
 async def _sweep_forever(app: FastAPI) -> None:

@@ -111,7 +111,8 @@ def service(settings, module_weaviate_store_factory, module_neo4j_store_factory,
     for name, (scope, text) in CORPUS.items():
         (docs / name).write_text(text)
         if scope:
-            (docs / f"{name}.meta.json").write_text(json.dumps({"scope": scope}))
+            sidecar = {"scope": scope, "metadata": {"clearance": 5} if name == "globex.md" else {}}
+            (docs / f"{name}.meta.json").write_text(json.dumps(sidecar))
     ns_settings = dataclasses.replace(settings, collection_prefix=prefix, graph_namespace=graph_ns,
                                       chunkings=(STRATEGY,), graph_chunkings=(STRATEGY,))
     store = ArtifactStore(base_dir=str(artifacts))
@@ -196,11 +197,20 @@ def test_query_returns_cited_items_within_the_callers_scope(service):
         assert bad.status_code == 400 and "scope" in bad.json()["detail"]
         for sneaky in ({"scope": "globex"}, {"namespaces": ["x"]}, {"filters": {}}, {"nope": 1}):
             assert _query(alice, "x", options=sneaky).status_code == 400, sneaky
+        # only globex's documents carry `clearance`: for alice a filter on it must answer exactly like a filter
+        # on a key nobody has, or a mistyped one (no error that would reveal globex's schema)
+        answers = [_query(alice, "quillion", filters=f, options={"abstain": False})
+                   for f in ({"clearance": {"gte": 1}}, {"no_such_key": "x"}, {"clearance": "top secret"})]
+        assert [(a.status_code, a.json()["items"]) for a in answers] == [(200, [])] * 3, [a.text for a in answers]
+        assert _docs(_query(alice, "quillion", filters={"not": {"no_such_key": "x"}}, options={"abstain": False}))
     with service.client() as anonymous:
         assert anonymous.get("/healthz").json() == {"status": "ok"}
         ready = anonymous.get("/readyz").json()
         assert ready == {"ready": True, "stores": {"weaviate": True, "neo4j": True}}
-        assert anonymous.get("/docs").status_code == 200
+        page = anonymous.get("/docs")
+        assert page.status_code == 200 and "/docs-assets/swagger-ui-bundle.js" in page.text, \
+            "Swagger UI must be served from the cache, not a CDN (scripts/web-deps.sh fetches it)"
+        assert anonymous.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
         assert "/v1/query" in anonymous.get("/openapi.json").json()["paths"]
         metrics = anonymous.get("/metrics").text
         assert 'ragloom_query_duration_seconds_count{strategy="hybrid"}' in metrics
@@ -311,11 +321,16 @@ def test_injected_item_is_retrievable_at_once_then_expires_and_is_swept(service)
 def test_upload_is_indexed_by_the_sensors_run_or_rejected_with_its_reason(service):
     uploads = service.root / "uploads"
     with service.client("alice") as alice, service.client("bob") as bob:
-        r = alice.post("/v1/documents", params={"filename": "plan.md", "scope": "acme/alice/c3",
-                                                "namespace": "learning", "title": "Trip plan"},
-                       content=b"# Trip plan\n\nThe vexillology conference is in Oslo this year.")
+        # multipart (curl -F file=@plan.md): the part's file name names the document
+        r = alice.post("/v1/documents", params={"scope": "acme/alice/c3", "namespace": "learning",
+                                                "title": "Trip plan"},
+                       files={"file": ("plan.md", b"# Trip plan\n\nThe vexillology conference is in Oslo this year.")})
         assert r.status_code == 202 and r.json()["status"] == "queued", r.text
         good = r.json()
+        assert good["document_id"].endswith("plan.md"), good
+        no_file = alice.post("/v1/documents", files={"other": ("a.md", b"x")})
+        assert no_file.status_code == 400 and "'file'" in no_file.json()["detail"]
+        assert alice.post("/v1/documents", content=b"x").status_code == 400  # a raw body needs ?filename=
         bad = alice.post("/v1/documents", params={"filename": "broken.pdf"},
                          content=b"%PDF-1.4 not really a pdf").json()
         assert alice.get(f"/v1/documents/{good['upload_id']}").json()["status"] == "queued"
@@ -466,6 +481,8 @@ def test_playground_in_headless_chromium_shows_results_and_the_subgraph(service)
         page.fill("#query", "anything")
         page.click("button[type=submit]")
         assert "API key" in page.inner_text(".error")
+        page.goto(service.url + "/docs")  # Swagger UI, rendered from the service's own copy (no CDN here)
+        page.wait_for_selector(".opblock-summary-path[data-path='/v1/query']", timeout=30_000)
         browser.close()
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ragloom.errors import FilterError, RagloomError
 from ragloom.filters import (
+    MATCHES_NOTHING,
     MAX_CONDITIONS,
     MAX_DEPTH,
     MAX_LIST,
@@ -153,6 +154,17 @@ def test_invalid_filters_name_the_field(spec, field, words):
     with pytest.raises(FilterError) as err:
         check(spec)
     assert field in str(err.value) and words in str(err.value)
+
+
+def test_hide_schema_turns_unknown_and_mistyped_metadata_into_match_nothing():
+    """The service's mode: no error may reveal which metadata keys the (shared) collection schema holds."""
+    for spec in ({"unknown_key": "x"}, {"year": "2021"}, {"published": {"gte": 3}}):
+        assert bind(parse_filters(spec), TYPES, hide_schema=True) == MATCHES_NOTHING, spec
+    node = bind(parse_filters({"status": "ok", "not": {"unknown_key": "x"}}), TYPES, hide_schema=True)
+    assert node == AllOf((Condition("status", "meta_status", "eq", "ok"), Not(MATCHES_NOTHING)))
+    assert bind(parse_filters({"year": 2021}), TYPES, hide_schema=True).value == 2021  # known fields: as before
+    with pytest.raises(FilterError, match="cannot be compared with this INT"):  # core fields still say why
+        bind(parse_filters({"level": "2"}), TYPES, hide_schema=True)
 
 
 @pytest.mark.parametrize("key", [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
+from starlette.datastructures import UploadFile as StarletteUpload
 
 from ragloom.filters import Condition
 from ragloom.service import intake
@@ -16,23 +17,45 @@ router = APIRouter(prefix="/v1/documents", tags=["documents"])
 
 
 @router.post("", response_model=UploadResponse, status_code=202,
-             summary="Upload a file (the raw request body); the uploads sensor indexes it",
+             summary="Upload a file: multipart form field `file` (curl -F file=@notes.md), or the raw request body "
+                     "with `?filename=`; the uploads sensor indexes it",
              openapi_extra={"requestBody": {"required": True, "content": {
+                 "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+                     "file": {"type": "string", "format": "binary"}}}},
                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
 async def upload(request: Request, who: CallerDep,
-                 filename: Annotated[str, Query(max_length=200, description="e.g. notes.md")],
+                 filename: Annotated[str | None, Query(max_length=200, description="e.g. notes.md; a multipart "
+                                                       "upload defaults to the part's own file name")] = None,
                  scope: Annotated[str | None, Query(description="inside the key's scope; default its own")] = None,
                  title: Annotated[str, Query(max_length=200)] = "",
                  namespace: Annotated[str, Query(max_length=64)] = "") -> UploadResponse:
     target = who.narrow(scope)
-    data = await request.body()
-    if not data:
-        raise HTTPException(400, "the request body (the file) is empty")
+    filename, data = await _read_file(request, filename)
     settings = request.app.state.settings
     record = await request.app.state.rag.run_blocking(
         intake.save_upload, settings.resolved_uploads_dir, target, filename, data, title=title, namespace=namespace)
     return UploadResponse(upload_id=record.upload_id, document_id=record.document_id, scope=record.scope,
                           status="queued")
+
+
+async def _read_file(request: Request, filename: str | None) -> tuple[str, bytes]:
+    """The uploaded file's name and bytes, from a multipart form's ``file`` part or from the raw body."""
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form(max_files=1, max_fields=0)
+        part = form.get("file")
+        if not isinstance(part, StarletteUpload):
+            raise HTTPException(400, "a multipart upload needs its file in a form field named 'file'")
+        data, filename = await part.read(), filename or part.filename
+        await form.close()
+    else:
+        data = await request.body()
+    if not filename:
+        raise HTTPException(400, "name the file: ?filename=notes.md (or send a multipart part with a file name)")
+    if len(filename) > 200:
+        raise HTTPException(400, "the file name is over 200 characters")
+    if not data:
+        raise HTTPException(400, "the uploaded file is empty")
+    return filename, data
 
 
 @router.get("/{upload_id}", response_model=UploadResponse, summary="queued, indexed, or rejected with the reason")
