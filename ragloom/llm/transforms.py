@@ -151,26 +151,41 @@ def get_transform(name: str, llm: LLMClient | None, **options: Any) -> QueryTran
 
 
 # the transforms -------------------------------------------------------------------------------------------
-@register_transform("reformulate")
-class Reformulate(QueryTransform):
-    """One self-contained search query replacing the question (the strategy then runs on it)."""
+class _OneQuery(QueryTransform):
+    """One query the model writes from the question (``prompt`` answers ``{"query": ...}``)."""
 
-    phase = "rewrite"
+    prompt: ClassVar[PromptTemplate]
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
-        return [self.ask_json(prompts.REFORMULATE, 128, question=question)["query"]]
+        return [self.ask_json(self.prompt, 128, question=question)["query"]]
 
 
-@register_transform("multi_query")
-class MultiQuery(QueryTransform):
-    """``n`` paraphrases of the question, each searched and fused."""
+class _QueryList(QueryTransform):
+    """Up to ``n`` queries the model writes from the question (``prompt`` answers ``{key: [...]}``)."""
 
+    prompt: ClassVar[PromptTemplate]
+    key: ClassVar[str]
     defaults = {"n": 3}
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
         n = _count_option(self, "n")
-        return self.ask_json(prompts.MULTI_QUERY, 64 * n + 32, prompts.string_list_schema("queries", n),
-                             question=question, n=n)["queries"][:n]
+        return self.ask_json(self.prompt, 64 * n + 32, prompts.string_list_schema(self.key, n),
+                             question=question, n=n)[self.key][:n]
+
+
+@register_transform("reformulate")
+class Reformulate(_OneQuery):
+    """One self-contained search query replacing the question (the strategy then runs on it)."""
+
+    phase = "rewrite"
+    prompt = prompts.REFORMULATE
+
+
+@register_transform("multi_query")
+class MultiQuery(_QueryList):
+    """``n`` paraphrases of the question, each searched and fused."""
+
+    prompt, key = prompts.MULTI_QUERY, "queries"
 
 
 @register_transform("hyde")
@@ -193,23 +208,17 @@ class Hyde(QueryTransform):
 
 
 @register_transform("step_back")
-class StepBack(QueryTransform):
+class StepBack(_OneQuery):
     """One more general question whose answer gives the background (step-back prompting)."""
 
-    def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
-        return [self.ask_json(prompts.STEP_BACK, 128, question=question)["query"]]
+    prompt = prompts.STEP_BACK
 
 
 @register_transform("decompose")
-class Decompose(QueryTransform):
+class Decompose(_QueryList):
     """Up to ``n`` sub-questions, each searched; their results are fused with the question's."""
 
-    defaults = {"n": 3}
-
-    def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
-        n = _count_option(self, "n")
-        return self.ask_json(prompts.DECOMPOSE, 64 * n + 32, prompts.string_list_schema("questions", n),
-                             question=question, n=n)["questions"][:n]
+    prompt, key = prompts.DECOMPOSE, "questions"
 
 
 @register_transform("prf")

@@ -93,28 +93,25 @@ class RetrievalContext:
     def nlp(self) -> Any:
         return self._get("nlp")
 
+    def _optional(self, name: str, unavailable: str, unconfigured: str) -> tuple[Any, str]:
+        """(the ``name`` value or None, why not): one that cannot be loaded is a reason, not a crash (tried once)."""
+        try:
+            value = self._get(name)
+        except RagloomError as e:
+            return None, f"{unavailable}: {e}"
+        if value is None:
+            error = self._errors.get(name)
+            return None, f"{unavailable}: {error}" if error else unconfigured
+        return value, ""
+
     def graph(self) -> tuple[GraphStore | None, str]:
         """(the graph store or None, why not). A store that cannot be reached is a reason, not a crash."""
-        try:
-            store = self._get("graph")
-        except RagloomError as e:
-            return None, f"graph store unavailable: {e}"
-        if store is None:
-            error = self._errors.get("graph")
-            return None, f"graph store unavailable: {error}" if error else "no graph store configured"
-        return store, ""
+        return self._optional("graph", "graph store unavailable", "no graph store configured")
 
     def reranker(self) -> tuple[Any, str]:
         """(the reranker or None, why not). A model that cannot be loaded is a reason, not a crash: it is
         tried once per context."""
-        try:
-            reranker = self._get("reranker")
-        except RagloomError as e:
-            return None, f"no reranker: {e}"
-        if reranker is None:
-            error = self._errors.get("reranker")
-            return None, f"no reranker: {error}" if error else "no reranker configured (RAGLOOM_RERANK_MODEL)"
-        return reranker, ""
+        return self._optional("reranker", "no reranker", "no reranker configured (RAGLOOM_RERANK_MODEL)")
 
     def property_types(self, collection: str, refresh: bool = False) -> dict[str, str] | None:
         """Property -> data type of a chunking's collection; None when there is no store or it cannot

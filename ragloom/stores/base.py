@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 
@@ -44,3 +44,23 @@ class GraphStore(Protocol):
     def graph_version(self, strategy: str) -> str | None: ...
 
     def retrieval_graph_rows(self, strategy: str) -> dict[str, list[dict[str, Any]]]: ...
+
+
+class Closing:
+    """``close`` and ``with`` for a store whose client or driver is either its own (opened by ``connect``: closed
+    with the store) or handed in (left open for its owner)."""
+
+    _owns_connection: bool = False
+
+    def _close_connection(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._owns_connection:
+            self._close_connection()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -7,6 +7,7 @@ test's) graph is isolated by an `ns` property on every node, in every key and ev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ragloom.types import COOCCURS
@@ -376,36 +377,33 @@ def batched(rows: list[Any], size: int) -> list[list[Any]]:
     return [rows[i: i + size] for i in range(0, len(rows), size)]
 
 
-def upsert_chunks(ns: str, rows: list[dict[str, Any]]) -> Query:
-    return UPSERT_CHUNKS, {"ns": ns, "rows": rows}
+def _batch_builder(statement: str, param: str = "rows") -> Callable[[str, list[Any]], Query]:
+    """The builder of a statement run over one batch of values (``$rows``, or ``$<param>``) in namespace ``ns``."""
+
+    def build(ns: str, batch: list[Any]) -> Query:
+        return statement, {"ns": ns, param: list(batch)}
+
+    return build
 
 
-def link_parents(ns: str, rows: list[dict[str, Any]]) -> Query:
-    return LINK_PARENTS, {"ns": ns, "rows": rows}
-
-
-def unlink_next(ns: str, groups: list[dict[str, str]]) -> Query:
-    return UNLINK_NEXT, {"ns": ns, "rows": groups}
-
-
-def link_next(ns: str, rows: list[dict[str, str]]) -> Query:
-    return LINK_NEXT, {"ns": ns, "rows": rows}
-
-
-def upsert_entities(ns: str, rows: list[dict[str, Any]]) -> Query:
-    return UPSERT_ENTITIES, {"ns": ns, "rows": rows}
-
-
-def write_mentions(ns: str, rows: list[dict[str, Any]]) -> Query:
-    return WRITE_MENTIONS, {"ns": ns, "rows": rows}
-
-
-def write_relations(ns: str, rows: list[dict[str, Any]]) -> Query:
-    return WRITE_RELATIONS, {"ns": ns, "rows": rows}
-
-
-def update_chunk_counts(ns: str, entity_ids: list[str]) -> Query:
-    return UPDATE_CHUNK_COUNTS, {"ns": ns, "entity_ids": list(entity_ids)}
+# (ns, rows) -> Query: UNWIND $rows
+upsert_chunks = _batch_builder(UPSERT_CHUNKS)
+link_parents = _batch_builder(LINK_PARENTS)
+unlink_next = _batch_builder(UNLINK_NEXT)
+link_next = _batch_builder(LINK_NEXT)
+upsert_entities = _batch_builder(UPSERT_ENTITIES)
+write_mentions = _batch_builder(WRITE_MENTIONS)
+write_relations = _batch_builder(WRITE_RELATIONS)
+write_synonyms = _batch_builder(WRITE_SYNONYMS)
+# (ns, ids) -> Query: one list of ids
+update_chunk_counts = _batch_builder(UPDATE_CHUNK_COUNTS, "entity_ids")
+drop_synonyms = _batch_builder(DROP_SYNONYMS, "entity_ids")
+mark_extracted = _batch_builder(MARK_EXTRACTED, "chunk_ids")
+withdraw_evidence = _batch_builder(WITHDRAW_EVIDENCE, "chunk_ids")
+removal_scope = _batch_builder(REMOVAL_SCOPE, "chunk_ids")
+delete_chunks = _batch_builder(DELETE_CHUNKS, "chunk_ids")
+delete_orphan_entities = _batch_builder(DELETE_ORPHAN_ENTITIES, "entity_ids")
+delete_empty_documents = _batch_builder(DELETE_EMPTY_DOCUMENTS, "document_ids")
 
 
 def stamp_version(ns: str, strategy: str | None, version: str) -> Query:
@@ -421,14 +419,6 @@ def graph_version(ns: str, strategy: str) -> Query:
 
 def write_entity_embeddings(ns: str, rows: list[dict[str, Any]], model: str, linked: str) -> Query:
     return WRITE_ENTITY_EMBEDDINGS, {"ns": ns, "rows": rows, "model": model, "linked": linked}
-
-
-def drop_synonyms(ns: str, entity_ids: list[str]) -> Query:
-    return DROP_SYNONYMS, {"ns": ns, "entity_ids": list(entity_ids)}
-
-
-def write_synonyms(ns: str, rows: list[dict[str, Any]]) -> Query:
-    return WRITE_SYNONYMS, {"ns": ns, "rows": rows}
 
 
 def entities_to_embed(ns: str, model: str, linked: str, entity_ids: list[str] | None = None) -> Query:
@@ -448,14 +438,6 @@ def synonym_edges(ns: str) -> Query:
     return SYNONYM_EDGES, {"ns": ns}
 
 
-def mark_extracted(ns: str, chunk_ids: list[str]) -> Query:
-    return MARK_EXTRACTED, {"ns": ns, "chunk_ids": chunk_ids}
-
-
-def withdraw_evidence(ns: str, chunk_ids: list[str]) -> Query:
-    return WITHDRAW_EVIDENCE, {"ns": ns, "chunk_ids": chunk_ids}
-
-
 RESCOPE_DOCUMENT = """
 MATCH (c:Chunk) WHERE c.ns = $ns AND c.document_id = $document_id AND c.scope_path IN $from_paths
 SET c.scope_path = $scope_path
@@ -467,22 +449,6 @@ def rescope_document(ns: str, document_id: str, from_paths: list[str], scope_pat
     """Move a document's chunks from any of ``from_paths`` to ``scope_path`` (scope promotion)."""
     return RESCOPE_DOCUMENT, {"ns": ns, "document_id": document_id, "from_paths": list(from_paths),
                               "scope_path": scope_path}
-
-
-def removal_scope(ns: str, chunk_ids: list[str]) -> Query:
-    return REMOVAL_SCOPE, {"ns": ns, "chunk_ids": chunk_ids}
-
-
-def delete_chunks(ns: str, chunk_ids: list[str]) -> Query:
-    return DELETE_CHUNKS, {"ns": ns, "chunk_ids": chunk_ids}
-
-
-def delete_orphan_entities(ns: str, entity_ids: list[str]) -> Query:
-    return DELETE_ORPHAN_ENTITIES, {"ns": ns, "entity_ids": entity_ids}
-
-
-def delete_empty_documents(ns: str, document_ids: list[str]) -> Query:
-    return DELETE_EMPTY_DOCUMENTS, {"ns": ns, "document_ids": document_ids}
 
 
 def clear_label(ns: str, label: str, batch: int = 10_000) -> Query:

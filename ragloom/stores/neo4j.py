@@ -21,6 +21,7 @@ import numpy as np
 from ragloom.errors import ConfigError, StoreError
 from ragloom.extraction.resolution import KnownEntity
 from ragloom.stores import cypher
+from ragloom.stores.base import Closing
 from ragloom.types import Chunk
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class EntityVectors(NamedTuple):
     vectors: np.ndarray  # (len(ids), dimension) float32, unit rows
 
 
-class Neo4jStore:
+class Neo4jStore(Closing):
     """One graph namespace in Neo4j. ``connect`` opens (and ``close`` closes) its own driver; a store made
     from a driver you pass leaves that driver open."""
 
@@ -55,7 +56,7 @@ class Neo4jStore:
         self.namespace = namespace
         self.database = database
         self.batch_size = batch_size
-        self._owns_driver = owns_driver
+        self._owns_connection = owns_driver
         self._schema_ready = False
         # One bookmark manager per store: a read after this store's write sees it on every cluster member
         # (causal consistency across the sessions _run opens), as on a single server.
@@ -89,15 +90,8 @@ class Neo4jStore:
                              "the local one") from e
         return cls(driver, namespace or settings.graph_namespace, owns_driver=True, **kwargs)
 
-    def close(self) -> None:
-        if self._owns_driver:
-            self.driver.close()
-
-    def __enter__(self) -> Neo4jStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _close_connection(self) -> None:
+        self.driver.close()
 
     # --- plumbing -------------------------------------------------------------------------------------
 

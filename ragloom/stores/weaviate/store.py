@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ragloom.settings import Settings
+from ragloom.stores.base import Closing
 from ragloom.stores.weaviate.admin import Admin
 from ragloom.stores.weaviate.connection import open_client
 from ragloom.stores.weaviate.reads import Reads
 from ragloom.stores.weaviate.writes import Writes
 
 
-class WeaviateStore(Admin, Writes, Reads):
+class WeaviateStore(Closing, Admin, Writes, Reads):
     """One collection per chunking strategy, bring-your-own vectors (``schema``): collections created and
     dropped (``admin``), read back (``inventory``), written (``writes``) and searched (``reads``).
 
     ``client`` is a connected ``weaviate.WeaviateClient``; ``prefix`` starts every collection name
     (``Settings.collection_prefix``; tests use their own)."""
-
-    def __init__(self, client: Any, prefix: str, **consistency: Any) -> None:
-        super().__init__(client, prefix, **consistency)
-        self._owns_client = False
 
     @classmethod
     def connect(cls, settings: Settings) -> WeaviateStore:
@@ -29,17 +24,9 @@ class WeaviateStore(Admin, Writes, Reads):
                     replication_factor=settings.weaviate_replication_factor,
                     write_consistency=settings.weaviate_write_consistency,
                     read_consistency=settings.weaviate_read_consistency)
-        store._owns_client = True
+        store._owns_connection = True
         store.bm25_k1, store.bm25_b = settings.bm25_k1, settings.bm25_b
         return store
 
-    def close(self) -> None:
-        """Close the client when ``connect`` opened it; a client handed to ``__init__`` stays its owner's."""
-        if self._owns_client:
-            self.client.close()
-
-    def __enter__(self) -> WeaviateStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _close_connection(self) -> None:
+        self.client.close()
