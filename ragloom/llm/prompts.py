@@ -94,6 +94,15 @@ DECOMPOSE = PromptTemplate(
     string_list_schema("questions"),
 )
 
+FOLLOW_UP = PromptTemplate(
+    "follow_up", 1,
+    "You plan the next search for questions that need several steps.",
+    "Question: {question}\n\nPassages found so far:\n{passages}\n\nWrite one search query for the information "
+    "still missing to answer the question, e.g. about an entity the passages lead to. If the passages already "
+    'answer it, reply with an empty query. Reply with JSON: {{"query": "..."}}',
+    QUERY_SCHEMA,
+)
+
 _ANSWER_RULES = ("Answer the question using only the numbered passages below. After each sentence, cite the "
                  "passages that support it by number in square brackets, like [1] or [2][3]. If the passages "
                  "do not contain the answer, say that you do not know.")
@@ -131,5 +140,5 @@ REVISE = PromptTemplate(
     "supported by the passages: {unsupported}\nRewrite the answer without them, citing passages as [n].",
 )
 
-ALL_TEMPLATES = (REFORMULATE, MULTI_QUERY, HYDE, STEP_BACK, DECOMPOSE, ANSWER_SIMPLE, ANSWER_COT, CHECK_CLAIMS,
-                 REVISE)
+ALL_TEMPLATES = (REFORMULATE, MULTI_QUERY, HYDE, STEP_BACK, DECOMPOSE, FOLLOW_UP, ANSWER_SIMPLE, ANSWER_COT,
+                 CHECK_CLAIMS, REVISE)

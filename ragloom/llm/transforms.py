@@ -235,6 +235,22 @@ class PseudoRelevanceFeedback(QueryTransform):
         return [f"{question} {' '.join(terms)}"] if terms else []
 
 
+class FollowUp(QueryTransform):
+    """One follow-up query from the question and the ``passages`` best results found so far (multi_hop's
+    LLM hop, MATIH's follow-up generation). Not a registered transform: multi_hop runs it between rounds.
+    An empty reply means the model saw nothing missing (``error`` "produced no usable query")."""
+
+    name = "follow_up"
+    phase = "feedback"
+    defaults = {"passages": 3, "passage_chars": 400}
+
+    def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
+        top = [i for i in first_pass if i.text][: self.options["passages"]]
+        passages = "\n".join(f"[{n}] {' '.join(i.text.split())[: self.options['passage_chars']]}"
+                             for n, i in enumerate(top, 1)) or "(none)"
+        return [self.ask_json(prompts.FOLLOW_UP, 96, question=question, passages=passages)["query"]]
+
+
 _WORD = re.compile(r"[a-z][a-z0-9\-]{2,}")
 
 

@@ -60,12 +60,13 @@ class RetrievalContext:
                  nlp: Any = None, reranker: Any = None, load_embedder: Callable[[], Any] | None = None,
                  load_graph: Callable[[], GraphStore] | None = None,
                  load_nlp: Callable[[], Any] | None = None, load_reranker: Callable[[], Any] | None = None,
-                 result_cache: ResultCache | None = None, hide_schema: bool = False) -> None:
+                 result_cache: ResultCache | None = None, hide_schema: bool = False,
+                 load_llm: Callable[[], Any] | None = None) -> None:
         self.vectors = vectors
         self.hide_schema = hide_schema  # filters on unknown / mistyped fields match nothing (see filters.bind)
-        self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker}
+        self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker, "llm": None}
         self._loaders = {"embedder": load_embedder, "graph": load_graph, "nlp": load_nlp,
-                         "reranker": load_reranker}
+                         "reranker": load_reranker, "llm": load_llm}
         self._errors: dict[str, str] = {}
         self.cache: dict[str, Any] = {}  # facts learned about collections (e.g. hierarchical leaf level)
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
@@ -112,6 +113,11 @@ class RetrievalContext:
         """(the reranker or None, why not). A model that cannot be loaded is a reason, not a crash: it is
         tried once per context."""
         return self._optional("reranker", "no reranker", "no reranker configured (RAGLOOM_RERANK_MODEL)")
+
+    def llm(self) -> tuple[Any, str]:
+        """(the LLM client or None, why not): strategies that can use a model (multi_hop's follow-up queries)
+        run without one."""
+        return self._optional("llm", "no language model", "no language model configured (RAGLOOM_LLM_*)")
 
     def property_types(self, collection: str, refresh: bool = False) -> dict[str, str] | None:
         """Property -> data type of a chunking's collection; None when there is no store or it cannot

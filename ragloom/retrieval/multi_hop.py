@@ -1,5 +1,6 @@
-"""multi_hop: iterative retrieval without a language model. Retrieve; take the entities the best results name
-and the query does not (bridge entities); retrieve again for the query with each bridge; fuse every round."""
+"""multi_hop: iterative retrieval. Retrieve; take the entities the best results name and the query does not
+(bridge entities); retrieve again for the query with each bridge; fuse every round. With a language model
+configured, then up to ``max_hops`` follow-up queries the model writes from what was found so far."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ class MultiHopRetriever(Retriever):
     ``"<bridge> <query>"`` for each of ``bridges`` of them. All rounds' lists are fused by RRF, the first
     round weighted ``first_weight``. Entities come from the in-process graph (graph_rag's); without a graph
     store the first round answers and ``metadata["fallbacks"]`` says why.
+
+    With a language model (RAGLOOM_LLM_*) and ``max_hops`` > 0 (off by default: a model call per hop, and the
+    local stack's model is a tiny base model), each hop then shows the model the question and
+    the ``follow_up_chunks`` best results so far and asks for one query for what is still missing; that query
+    runs the lane and joins the fusion (weight 1). Hops stop at an empty or repeated query; a model that fails
+    ends them with a ``fallbacks`` entry. ``info["multi_hop"]["follow_ups"]`` records each query and its cost.
+    Without a model the hops are off.
     """
 
     summary = "iterative retrieval: re-query with the entities the best results name and the query does not"
@@ -38,6 +46,9 @@ class MultiHopRetriever(Retriever):
                               help="lane=hybrid: how Weaviate fuses its BM25 and vector scores"),
         "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, help="the k in weight / (rrf_k + rank) fusing the rounds"),
         "lane_multiplier": Option(3, min=1, max=50, help="each query fetches k x this many candidates"),
+        "max_hops": Option(0, min=0, max=5, help="with a language model configured: follow-up queries it writes "
+                           "from the best results so far, after the bridge rounds; 0 = off (each hop is a model call)"),
+        "follow_up_chunks": Option(3, min=1, max=20, help="best results so far shown to the model per hop"),
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
@@ -50,7 +61,7 @@ class MultiHopRetriever(Retriever):
         ranked = {"round 1": lane(request)}
         weights = {"round 1": options["first_weight"]}
         if options["max_rounds"] == 1:
-            return ranked["round 1"][: request.fetch_k]
+            return self._follow_ups(request, options, lane, ranked, weights, ranked["round 1"])[: request.fetch_k]
         store, why = self.context.graph()
         try:
             graph = graph_snapshot(self.context, store, self.chunking) if store is not None else None
@@ -58,7 +69,7 @@ class MultiHopRetriever(Retriever):
             graph, why = None, f"graph store failed: {e}"
         if graph is None:
             request.fallbacks.append(f"multi_hop->{options['lane']}: {why}")
-            return ranked["round 1"][: request.fetch_k]
+            return self._follow_ups(request, options, lane, ranked, weights, ranked["round 1"])[: request.fetch_k]
         visible = graph.walk_matrix(request.scope.visible_paths()).visible_entities
         with request.stage("bridges"):
             names, grams = query_names(self.context, request)
@@ -83,7 +94,46 @@ class MultiHopRetriever(Retriever):
             with request.stage("fusion"):
                 fused = fusion.rrf(ranked, k=per_lane, rrf_k=options["rrf_k"], weights=weights)
         request.info["multi_hop"] = {"rounds": 1 + len(rounds), "bridges": rounds}
-        return fused[: request.fetch_k]
+        return self._follow_ups(request, options, lane, ranked, weights, fused)[: request.fetch_k]
+
+    def _follow_ups(self, request: SearchRequest, options: dict[str, Any], lane: Any,
+                    ranked: dict[str, list[RetrievedItem]], weights: dict[str, float],
+                    fused: list[RetrievedItem]) -> list[RetrievedItem]:
+        """The LLM hops (see the class docstring): ``fused`` with each follow-up query's lane results fused in."""
+        if not options["max_hops"]:
+            return fused
+        llm, _ = self.context.llm()
+        if llm is None:
+            return fused
+        from ragloom.llm.transforms import FollowUp
+
+        info = request.info.setdefault("multi_hop", {"rounds": 1, "bridges": []})
+        hops: list[dict[str, Any]] = []
+        info["follow_ups"] = hops
+        asked = {" ".join(request.query.lower().split())}
+        for hop in range(1, options["max_hops"] + 1):
+            with request.stage("follow_up"):
+                out = FollowUp(llm, passages=options["follow_up_chunks"]).run(request.query, fused)
+            if out.error is not None and not out.error.startswith("produced no usable"):
+                request.fallbacks.append(f"multi_hop follow-up {hop}: {out.error}")
+                info["follow_up_stop"] = f"hop {hop}: the model failed"
+                break
+            query = out.queries[0] if out.queries else ""
+            if not query or " ".join(query.lower().split()) in asked:
+                info["follow_up_stop"] = f"hop {hop}: " + ("a repeated query" if query else "no query: nothing missing")
+                break
+            asked.add(" ".join(query.lower().split()))
+            sub = dataclasses.replace(request, query=query, _vector=None, lanes_run=[], fallbacks=[],
+                                      timings_ms={}, info={})
+            ranked[f"hop {hop}: {query}"] = found = lane(sub)
+            for stage, ms in sub.timings_ms.items():
+                request.timings_ms[stage] = request.timings_ms.get(stage, 0.0) + ms
+            hops.append({"query": query, "results": len(found), "tokens_in": out.tokens_in,
+                         "tokens_out": out.tokens_out, "latency_ms": round(out.latency_ms, 1)})
+            with request.stage("fusion"):
+                fused = fusion.rrf(ranked, k=request.fetch_k * options["lane_multiplier"], rrf_k=options["rrf_k"],
+                                   weights=weights)
+        return fused
 
     @staticmethod
     def _bridges(graph: Any, top: list[RetrievedItem], used: set[int], visible: Any, limit: int) -> list[int]:
