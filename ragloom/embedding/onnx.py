@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,54 @@ def _build_atomically(target: Path, build: Callable[[Path], object], what: str) 
         os.replace(staged, target)  # atomic; a concurrent builder's identical file may win, which is fine
 
 
+def open_session(onnx_path: Path, threads: int | None = None, cuda: bool = False) -> Any:
+    """An ONNX Runtime session tuned for a shared machine (raises EmbeddingError on a bad file)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or usable_cpus()  # the right intra-op width on a shared machine
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Busy-waiting threads steal the shared cores from the Weaviate server we write to.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    providers = ["CPUExecutionProvider"]
+    if cuda:
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            raise EmbeddingError("device 'cuda' asked for, but this onnxruntime has no CUDAExecutionProvider "
+                                 "(install onnxruntime-gpu, or use the torch backend on GPU)")
+        providers.insert(0, "CUDAExecutionProvider")
+    try:
+        return ort.InferenceSession(str(onnx_path), options, providers=providers)
+    except Exception as e:  # onnxruntime raises bare exceptions on a bad file
+        raise EmbeddingError(f"could not load {onnx_path}: {e}") from e
+
+
+def padded_batches(encodings: Sequence[Any], pad_id: int, batch_size: int, max_batch_tokens: int
+                   ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Tokenizer encodings in batches of like length, longest first: (their indexes, the padded model inputs).
+
+    Activations grow with batch x width^2: the tokens per call are capped so long texts get smaller batches
+    (peak RSS ~0.7 GB instead of ~1.2 GB at 64 x 256 tokens) and short ones keep ``batch_size``."""
+    lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+    order = np.argsort(-lengths, kind="stable")
+    begin = 0
+    while begin < len(order):
+        width = int(lengths[order[begin]])
+        size = max(1, min(batch_size, max_batch_tokens // max(width, 1)))
+        rows = order[begin:begin + size]
+        begin += size
+        feed = {"input_ids": np.full((len(rows), width), pad_id, dtype=np.int64),
+                "attention_mask": np.zeros((len(rows), width), dtype=np.int64),
+                "token_type_ids": np.zeros((len(rows), width), dtype=np.int64)}
+        for r, i in enumerate(rows):
+            e = encodings[i]
+            feed["input_ids"][r, :len(e.ids)] = e.ids
+            feed["attention_mask"][r, :len(e.ids)] = 1
+            feed["token_type_ids"][r, :len(e.ids)] = e.type_ids
+        yield rows, feed
+
+
 class OnnxEmbedder(Embedder):
     """all-MiniLM-L6-v2 (or any BERT-style sentence-transformers model) through ONNX Runtime.
 
@@ -191,7 +239,6 @@ class OnnxEmbedder(Embedder):
     def __init__(self, model: str = "", *, quantized: bool = False, device: str = "cpu", batch_size: int = 64,
                  cache_dir: Path | str | None = None, threads: int | None = None,
                  max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         if batch_size < 1:
@@ -217,23 +264,7 @@ class OnnxEmbedder(Embedder):
         self._tokenizer.no_padding()  # padding is done per length-sorted batch below
         self._pad_id = self._pad_token_id(layout)
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or usable_cpus()  # the right intra-op width on a shared machine
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Busy-waiting threads steal the shared cores from the Weaviate server we write to.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        providers = ["CPUExecutionProvider"]
-        if device.startswith("cuda"):
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise EmbeddingError("device 'cuda' asked for, but this onnxruntime has no CUDAExecutionProvider "
-                                     "(install onnxruntime-gpu, or use the torch backend on GPU)")
-            providers.insert(0, "CUDAExecutionProvider")
-        try:
-            self._session = ort.InferenceSession(str(self.onnx_path), options, providers=providers)
-        except Exception as e:  # onnxruntime raises bare exceptions on a bad file
-            raise EmbeddingError(f"could not load {self.onnx_path}: {e}") from e
+        self._session = open_session(self.onnx_path, threads, cuda=device.startswith("cuda"))
         self._inputs = [i.name for i in self._session.get_inputs()]
 
     def _pad_token_id(self, layout: ModelLayout) -> int:
@@ -250,31 +281,12 @@ class OnnxEmbedder(Embedder):
             encodings = self._tokenizer.encode_batch(list(texts))
         except Exception as e:  # tokenizers raises TypeError/bare Exception on non-str input
             raise EmbeddingError(f"could not tokenize the batch: {e}") from e
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        order = np.argsort(-lengths, kind="stable")
-        begin = 0
-        while begin < len(order):
-            width = int(lengths[order[begin]])
-            # Activations grow with batch x width^2: cap the tokens per call so long texts get smaller
-            # batches (peak RSS ~0.7 GB instead of ~1.2 GB at 64 x 256 tokens) and short ones keep batch_size.
-            size = max(1, min(self.batch_size, self.max_batch_tokens // max(width, 1)))
-            rows = order[begin:begin + size]
-            begin += size
-            ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            types = np.zeros((len(rows), width), dtype=np.int64)
-            for r, i in enumerate(rows):
-                e = encodings[i]
-                n = len(e.ids)
-                ids[r, :n] = e.ids
-                mask[r, :n] = 1
-                types[r, :n] = e.type_ids
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        for rows, feed in padded_batches(encodings, self._pad_id, self.batch_size, self.max_batch_tokens):
             try:
                 hidden = self._session.run(None, {k: feed[k] for k in self._inputs})[0]
             except Exception as e:  # onnxruntime raises bare exceptions
                 raise EmbeddingError(f"ONNX Runtime failed on a batch of {len(rows)}: {e}") from e
-            out[rows] = self._pool(hidden, mask)
+            out[rows] = self._pool(hidden, feed["attention_mask"])
         return out
 
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import EmbeddingError, RerankError
-from ragloom.settings import MODEL_BACKENDS, Settings, usable_cpus
+from ragloom.settings import MODEL_BACKENDS, Settings
 from ragloom.types import RetrievedItem
 
 DEFAULT_CANDIDATES = 30
@@ -119,10 +119,9 @@ class OnnxCrossEncoderReranker(Reranker):
 
     def __init__(self, model: str, *, quantized: bool = False, cache_dir: Path | str | None = None,
                  threads: int | None = None, batch_size: int = 32) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        from ragloom.embedding.onnx import ModelLayout, export_model
+        from ragloom.embedding.onnx import ModelLayout, export_model, open_session
 
         folder = model_dir(model)
         cache = Path(cache_dir) if cache_dir is not None else Settings.from_env().cache_dir
@@ -139,42 +138,24 @@ class OnnxCrossEncoderReranker(Reranker):
         self._tokenizer.no_padding()
         pad = self._tokenizer.token_to_id("[PAD]")
         self._pad_id = 0 if pad is None else pad
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or usable_cpus()
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
-            self._session = ort.InferenceSession(str(self.onnx_path), options, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime raises bare exceptions on a bad file
-            raise RerankError(f"could not load {self.onnx_path}: {e}") from e
+            self._session = open_session(self.onnx_path, threads)
+        except EmbeddingError as e:
+            raise RerankError(str(e)) from e
         self._inputs = [i.name for i in self._session.get_inputs()]
         labels = self._session.get_outputs()[0].shape[-1]
         if isinstance(labels, int) and labels != 1:
             raise RerankError(f"{model!r} has {labels} labels; a reranker has one")
 
     def logits(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        from ragloom.embedding.onnx import padded_batches
+
         out = np.zeros(len(texts), dtype=np.float64)
         try:
             encodings = self._tokenizer.encode_batch([(query, text) for text in texts])
         except Exception as e:  # tokenizers raises TypeError/bare Exception on non-str input
             raise RerankError(f"could not tokenize {len(texts)} pairs: {e}") from e
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        order = np.argsort(-lengths, kind="stable")
-        begin = 0
-        while begin < len(order):
-            width = int(lengths[order[begin]])
-            size = max(1, min(self.batch_size, MAX_BATCH_TOKENS // max(width, 1)))
-            rows = order[begin:begin + size]
-            begin += size
-            feed = {"input_ids": np.full((len(rows), width), self._pad_id, dtype=np.int64),
-                    "attention_mask": np.zeros((len(rows), width), dtype=np.int64),
-                    "token_type_ids": np.zeros((len(rows), width), dtype=np.int64)}
-            for r, i in enumerate(rows):
-                e = encodings[i]
-                feed["input_ids"][r, :len(e.ids)] = e.ids
-                feed["attention_mask"][r, :len(e.ids)] = 1
-                feed["token_type_ids"][r, :len(e.ids)] = e.type_ids
+        for rows, feed in padded_batches(encodings, self._pad_id, self.batch_size, MAX_BATCH_TOKENS):
             try:
                 logits = self._session.run(None, {k: feed[k] for k in self._inputs})[0]
             except Exception as e:  # onnxruntime raises bare exceptions

@@ -18,14 +18,13 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ragloom.errors import StackError
 from ragloom.settings import Settings, usable_cpus
-from ragloom.stack.process import ManagedProcess, port_open, wait_until
+from ragloom.stack.process import ManagedProcess, http_ok
 
 CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
                "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_UI=OFF")
@@ -202,25 +201,18 @@ def base_url(settings: Settings) -> str:
 
 
 def ready(settings: Settings) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{settings.llm_port}/health", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
+    return http_ok(f"http://127.0.0.1:{settings.llm_port}/health")
 
 
 def start(settings: Settings, api_key: str) -> float:
     """Start llama-server (provisioning binary and model first) unless it runs; returns seconds waited."""
     proc = process(settings)
-    if proc.running() and ready(settings):
+    if proc.up(lambda: ready(settings), (settings.llm_port,), "llama-server", "RAGLOOM_LLM_PORT"):
         return 0.0
     binary = provision_server(settings)
     model = provision_model(settings)
     with _exclusive(home(settings) / ".start.lock"):
         if not proc.running():
-            if port_open("127.0.0.1", settings.llm_port):
-                raise StackError(f"port {settings.llm_port} is in use by another program: stop it, or move "
-                                 "ragloom's llama-server with RAGLOOM_LLM_PORT")
             key_file = home(settings) / "api_key"
             key_file.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -233,8 +225,7 @@ def start(settings: Settings, api_key: str) -> float:
                         "--chat-template", CHAT_TEMPLATE, "--api-key-file", str(key_file), "--no-ui",
                         "--alias", model_name(settings)],
                        {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "")}, cwd=home(settings))
-    return wait_until(lambda: ready(settings), settings.stack_timeout_seconds, "llama-server", proc.log_file,
-                      alive=proc.running)
+    return proc.wait_ready(lambda: ready(settings), settings.stack_timeout_seconds, "llama-server")
 
 
 def version(settings: Settings) -> str | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ragloom.errors import StackError
 from ragloom.settings import Settings
-from ragloom.stack.process import ManagedProcess, port_open, wait_until
+from ragloom.stack.process import ManagedProcess, http_ok, port_open
 
 MAIN_CLASS = "org.neo4j.server.CommunityEntryPoint"  # neo4j.mainClass in the 5.26 assembler's pom
 ADMIN_CLASS = "org.neo4j.server.startup.Neo4jAdminBoot"
@@ -153,21 +153,14 @@ def set_initial_password(settings: Settings, password: str) -> None:
 def ready(settings: Settings) -> bool:
     if not port_open("127.0.0.1", settings.neo4j_bolt_port):
         return False
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{settings.neo4j_http_port}/", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
+    return http_ok(f"http://127.0.0.1:{settings.neo4j_http_port}/")
 
 
 def start(settings: Settings, password: str) -> float:
     proc = process(settings)
-    if proc.running() and ready(settings):
+    if proc.up(lambda: ready(settings), (settings.neo4j_bolt_port, settings.neo4j_http_port), "Neo4j",
+               "RAGLOOM_NEO4J_BOLT_PORT / RAGLOOM_NEO4J_HTTP_PORT"):
         return 0.0
-    for port in (settings.neo4j_bolt_port, settings.neo4j_http_port):
-        if port_open("127.0.0.1", port) and not proc.running():
-            raise StackError(f"port {port} is in use by another program: stop it, or move ragloom's Neo4j with "
-                             "RAGLOOM_NEO4J_BOLT_PORT / RAGLOOM_NEO4J_HTTP_PORT")
     java = java_binary()
     lib = provision(settings)
     write_config(settings)
@@ -179,8 +172,7 @@ def start(settings: Settings, password: str) -> float:
         proc.start([java, f"-Xms{settings.neo4j_heap}", f"-Xmx{settings.neo4j_heap}", "-XX:+UseG1GC",
                     "-XX:+ExitOnOutOfMemoryError", "-Dfile.encoding=UTF-8", "-cp", f"{lib}/*", MAIN_CLASS,
                     f"--home-dir={h}", f"--config-dir={h / 'conf'}"], _java_env(settings), cwd=h)
-    return wait_until(lambda: ready(settings), settings.stack_timeout_seconds, "Neo4j", proc.log_file,
-                      alive=proc.running)
+    return proc.wait_ready(lambda: ready(settings), settings.stack_timeout_seconds, "Neo4j")
 
 
 def server_version(settings: Settings) -> str | None:

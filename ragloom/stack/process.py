@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,15 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
+    except OSError:
+        return False
+
+
+def http_ok(url: str) -> bool:
+    """Whether ``url`` answers 200 within two seconds."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
     except OSError:
         return False
 
@@ -69,6 +79,22 @@ class ManagedProcess:
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid_file.write_text(str(proc.pid))
         return proc.pid
+
+    def up(self, ready: Callable[[], bool], ports: tuple[int, ...], server: str, settings_names: str) -> bool:
+        """Whether this server runs and is ready. When it is not running, a listener on one of its ports is
+        another program: that is an error naming the settings that move ours (a server that cannot bind would
+        only time out)."""
+        if self.running():
+            return ready()
+        for port in ports:
+            if port_open("127.0.0.1", port):
+                raise StackError(f"port {port} is in use by another program: stop it, or move ragloom's {server} "
+                                 f"with {settings_names}")
+        return False
+
+    def wait_ready(self, ready: Callable[[], bool], timeout: float, what: str) -> float:
+        """``wait_until`` ready, failing early (with the log's tail) if this process dies meanwhile."""
+        return wait_until(ready, timeout, what, self.log_file, alive=self.running)
 
     def stop(self, timeout: float = 30.0) -> bool:
         """SIGTERM, then SIGKILL after ``timeout``. Returns whether a process was stopped."""

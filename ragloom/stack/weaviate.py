@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ragloom.errors import StackError
 from ragloom.settings import Settings
-from ragloom.stack.process import ManagedProcess, port_open, wait_until
+from ragloom.stack.process import ManagedProcess, http_ok
 
 # go.mod of weaviate v1.39.0 says `go 1.26`; GOTOOLCHAIN=auto lets an older Go fetch that toolchain
 # from the module proxy, so only a Go that predates toolchain switching (< 1.21) is a hard stop.
@@ -105,11 +105,7 @@ def process(settings: Settings) -> ManagedProcess:
 
 def ready(settings: Settings) -> bool:
     url = f"http://{settings.weaviate_host}:{settings.weaviate_http_port}/v1/.well-known/ready"
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
+    return http_ok(url)
 
 
 def server_env(settings: Settings, api_key: str) -> dict[str, str]:
@@ -159,12 +155,9 @@ def server_env(settings: Settings, api_key: str) -> dict[str, str]:
 def start(settings: Settings, api_key: str) -> float:
     """Start the server if it is not running; returns seconds until ready."""
     proc = process(settings)
-    if proc.running() and ready(settings):
+    if proc.up(lambda: ready(settings), (settings.weaviate_http_port, settings.weaviate_grpc_port), "Weaviate",
+               "RAGLOOM_WEAVIATE_HTTP_PORT / RAGLOOM_WEAVIATE_GRPC_PORT"):
         return 0.0
-    for port in (settings.weaviate_http_port, settings.weaviate_grpc_port):
-        if port_open("127.0.0.1", port) and not proc.running():
-            raise StackError(f"port {port} is in use by another program: stop it, or move ragloom's Weaviate with "
-                             "RAGLOOM_WEAVIATE_HTTP_PORT / RAGLOOM_WEAVIATE_GRPC_PORT")
     binary = provision(settings)
     (settings.stack_dir / "weaviate" / "data").mkdir(parents=True, exist_ok=True)
     if not proc.running():
@@ -172,8 +165,7 @@ def start(settings: Settings, api_key: str) -> float:
              f"(gRPC {settings.weaviate_grpc_port})")
         proc.start([str(binary), "--host", settings.weaviate_host, "--port", str(settings.weaviate_http_port),
                     "--scheme", "http"], server_env(settings, api_key), cwd=settings.stack_dir / "weaviate")
-    return wait_until(lambda: ready(settings), settings.stack_timeout_seconds, "Weaviate", proc.log_file,
-                      alive=proc.running)
+    return proc.wait_ready(lambda: ready(settings), settings.stack_timeout_seconds, "Weaviate")
 
 
 def version(settings: Settings) -> str | None:
