@@ -122,6 +122,12 @@ class Chunker(ABC):
     name: ClassVar[str] = ""
     needs_embedder: ClassVar[bool] = False  # True: constructed with embedder=... (see chunker_for)
 
+    @classmethod
+    def default_levels(cls) -> tuple[str, ...]:
+        """Names of the nested levels (``Chunk.level`` 0, 1, ...) of this chunker's chunks with its default
+        parameters; () for a chunker whose chunks are all one level."""
+        return ()
+
     def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, counter: TokenCounter | None = None) -> None:
         self.counter = counter or get_token_counter()
         if not 8 <= chunk_size <= self.counter.max_tokens:
@@ -264,6 +270,13 @@ def get_chunker(name: str, **params: Any) -> Chunker:
         return cls(**params)
     except TypeError as e:
         raise ChunkingError(f"bad parameters for chunker {name!r}: {e}") from e
+
+
+def chunk_levels(name: str) -> tuple[str, ...]:
+    """The level names of chunking ``name`` (``Chunker.default_levels`` of its registered chunker), coarsest
+    first; () for a one-level or unregistered chunking."""
+    cls = _REGISTRY.get(name)
+    return cls.default_levels() if cls is not None else ()
 
 
 def available_chunkers() -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -47,8 +48,14 @@ class HierarchicalChunker(Chunker):
 
     @property
     def level_names(self) -> list[str]:
-        names = (["document"] if self.document_level else []) + (["section"] if self.section_level else [])
-        return names + [f"parent_{size}" for size in self.parent_sizes] + ["child"]
+        return _level_names(self.document_level, self.section_level, self.parent_sizes)
+
+    @classmethod
+    def default_levels(cls) -> tuple[str, ...]:
+        """The level names of the chunks this chunker makes with its default parameters (as the pipeline runs
+        it), coarsest first; ``Chunk.level`` indexes them."""
+        defaults = {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()}
+        return tuple(_level_names(defaults["document_level"], defaults["section_level"], defaults["parent_sizes"]))
 
     def split(self, document: Document) -> list[Span]:
         start, end = trim(document.text, 0, len(document.text))
@@ -80,6 +87,11 @@ class HierarchicalChunker(Chunker):
                 below.append((a, b, len(spans)))
                 spans.append(Span(a, b, level=level, parent=parent, truncate_embed=truncate))
         return below
+
+
+def _level_names(document_level: bool, section_level: bool, parent_sizes: Sequence[int]) -> list[str]:
+    names = (["document"] if document_level else []) + (["section"] if section_level else [])
+    return names + [f"parent_{size}" for size in parent_sizes] + ["child"]
 
 
 def _sections(document: Document) -> list[tuple[int, int]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragloom.chunking import HierarchicalChunker, chunk_levels
+from ragloom.errors import RetrievalError
 from ragloom.filters import Condition
 from ragloom.retrieval import lanes
 from ragloom.retrieval import postprocess as pp
@@ -12,8 +14,9 @@ from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_
 from ragloom.retrieval.options import Option
 from ragloom.types import RetrievedItem
 
-MAX_LEVELS = 8
 EXPAND_MODES = ("none", "parent", "document")
+CONSTRAINTS = ("none", "previous", "all")
+_NAMES = " | ".join(HierarchicalChunker.default_levels())  # for the help lines: the built-in chunking's levels
 
 
 def _level(level: int) -> Condition:
@@ -26,40 +29,50 @@ def _parents(ids: list[str]) -> Condition:
 
 @register_retrieval_strategy("hierarchical")
 class HierarchicalRetriever(Retriever):
-    """Coarse to fine on the ``hierarchical`` collection (``Chunk.level`` 0 = whole document, then sections,
-    parents, children; see ragloom.chunking.hierarchical).
+    """Coarse to fine on a collection whose chunks nest in named levels (``Chunk.level`` indexes the names its
+    chunker declares, ``Chunker.default_levels``; the built-in ``hierarchical``: document, section,
+    parent_1024, child).
 
-    From ``start_level`` down to the level above the leaves, each level is searched only among the children of
-    the chunks the level above kept: ``level_top_k[i]`` (else ``coarse_k``) best, dropping scores under
-    ``level_min_score[i]`` (else ``min_score``). The leaves are then searched among the last level's children
-    for ``k * leaf_multiplier`` candidates. A level keeping nothing (every chunk under its floor) returns no
-    items (``empty_level="empty"``), or with ``empty_level="flat"`` searches the leaves flat, named in
-    ``fallbacks``. No level above the leaves (a flat collection): a flat search, named in ``fallbacks``.
+    ``constrain_by="all"`` (default): from ``start_level`` down to the level above ``output_level``, each level
+    is searched only among the children of the chunks the level above kept, keeping its ``level_top_k[name]``
+    (else ``coarse_k``) best and dropping scores under ``score_threshold[name]`` (else ``min_score``); the
+    output level is then searched among the last level's children for ``k * leaf_multiplier`` candidates
+    (floor: ``score_threshold[output_level]``, if named). ``previous``: only the level right above the output
+    level is searched (flat) and restricts it. ``none``: the output level is searched flat.
 
-    Auto-merge: when at least 2 retrieved children of one parent cover at least ``merge_threshold`` of its
-    text, the parent replaces them (at the best child's place and score; repeated up the levels). Children
-    partition their parent, so covered text stands for "that share of its children", weighting long children
-    more than a bare count would.
+    A searched level keeping nothing (no child of what the level above kept, or every chunk under its floor)
+    returns no items (``empty_level="empty"``, ``info["hierarchical"]["empty_level"]`` names it), or with
+    ``empty_level="flat"`` searches the output level flat, named in ``fallbacks``. A chunking without levels
+    (a flat collection): a flat search, named in ``fallbacks``.
+
+    Auto-merge: when at least 2 retrieved children of one kept parent cover at least ``merge_threshold`` of
+    its text, the parent replaces them (at the best child's place and score; repeated up the levels).
+    Children partition their parent, so covered text stands for "that share of its children", weighting
+    long children more than a bare count would.
 
     ``expand``: ``parent`` returns each hit's parent instead of the hit, ``document`` its level-0 chunk
     (the whole document); hits sharing one are returned once.
     """
 
-    summary = "coarse-to-fine down the levels of hierarchical chunks, with auto-merge and expansion"
+    summary = "coarse-to-fine down the named levels of hierarchical chunks, with auto-merge and expansion"
 
     default_chunking = "hierarchical"
     declared_options: dict[str, Option] = {
-        "start_level": Option(1, min=0, max=MAX_LEVELS - 1,
-                              help="the first level searched (0 would rank whole documents first)"),
-        "coarse_k": Option(20, min=1, help="chunks kept per level above the leaves"),
-        "level_top_k": Option((), kind=tuple, of=int, min=1,
-                              help="chunks kept per level from start_level, e.g. [10, 30]; else coarse_k"),
-        "level_min_score": Option((), kind=tuple, of=float,
-                                  help="score floor per level from start_level; else min_score"),
-        "min_score": Option(0.0, help="a coarse chunk scoring under this is dropped"),
-        "leaf_level": Option(-1, min=-1, max=MAX_LEVELS - 1,
-                             help="the leaf level; -1 finds it (the deepest level present), once per collection"),
-        "leaf_multiplier": Option(3, min=1, help="the leaves are searched for k x this many candidates"),
+        "start_level": Option("section", help=f"the first level searched, by name ({_NAMES}); document "
+                                              "ranks whole documents first"),
+        "output_level": Option(None, kind=str,
+                               help=f"the level whose chunks are returned, by name ({_NAMES}); null: the finest"),
+        "constrain_by": Option("all", choices=CONSTRAINTS,
+                               help="levels restricting the output level's search: every one from start_level "
+                                    "(all), the one right above (previous), or none (flat)"),
+        "coarse_k": Option(20, min=1, help="chunks kept per level above the output level"),
+        "level_top_k": Option({}, kind=dict, of=int, min=1,
+                              help='chunks kept per level by name, e.g. {"section": 10}; else coarse_k'),
+        "score_threshold": Option({}, kind=dict, of=float,
+                                  help='score floor per level by name, e.g. {"section": 0.3, "child": 0.2}; '
+                                       'else min_score above the output level, none at it'),
+        "min_score": Option(0.0, help="a chunk above the output level scoring under this is dropped"),
+        "leaf_multiplier": Option(3, min=1, help="the output level is searched for k x this many candidates"),
         # hybrid: the coarse levels' vectors read only the first 256 tokens of a section or parent (the model's
         # limit); BM25 reads all of it. ObliQA dev passage R@10 0.749 (dense) -> 0.955 (hybrid).
         "lane": Option("hybrid", choices=("dense", "hybrid"), help="the lane every level is searched with"),
@@ -70,67 +83,83 @@ class HierarchicalRetriever(Retriever):
         "expand": Option("none", choices=EXPAND_MODES,
                          help="return each hit's parent, or its whole document (level 0), instead of the hit"),
         "empty_level": Option("empty", choices=("empty", "flat"),
-                              help="a level where no chunk passes its floor: return nothing (empty), or search "
-                                   "the leaves flat (flat)"),
+                              help="a searched level keeping nothing: return nothing (empty), or search the "
+                                   "output level flat (flat)"),
     }
 
+    def __init__(self, context: Any, chunking: str | None = None, **options: Any) -> None:
+        super().__init__(context, chunking, **options)
+        self.levels = chunk_levels(self.chunking)
+        self._plan(self.options)  # level names checked at construction too, before any search
+
+    def _plan(self, options: dict[str, Any]) -> tuple[int, int]:
+        """(start, output) level numbers; a name the chunking does not have is a RetrievalError listing its
+        levels. A chunking without levels plans nothing: (0, 0)."""
+        if not self.levels:
+            return 0, 0
+        named = {"start_level": [options["start_level"]],
+                 "output_level": [options["output_level"]] if options["output_level"] is not None else [],
+                 "level_top_k": list(options["level_top_k"]), "score_threshold": list(options["score_threshold"])}
+        for option, names in named.items():
+            unknown = [n for n in names if n not in self.levels]
+            if unknown:
+                raise RetrievalError(f"{self.name}: option {option} names {', '.join(map(repr, unknown))}, not a "
+                                     f"level of chunking {self.chunking!r}; its levels: {' | '.join(self.levels)}")
+        output = len(self.levels) - 1 if options["output_level"] is None else self.levels.index(options["output_level"])
+        return self.levels.index(options["start_level"]), output
+
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
-        leaf = options["leaf_level"] if options["leaf_level"] >= 0 else self._leaf_level(request)
-        start = options["start_level"]
+        start, output = self._plan(options)
+        names = self.levels
+        if not names:
+            request.fallbacks.append(f"hierarchical->flat: chunking {self.chunking!r} has no levels; is it a "
+                                     "hierarchical collection?")
+            return self._search(request, options, request.fetch_k, None, None)
+        above = {"none": [], "previous": [output - 1] if output - 1 >= start else [],
+                 "all": list(range(start, output))}[options["constrain_by"]]
+        info: dict[str, Any] = {"output_level": names[output], "constrain_by": options["constrain_by"],
+                                "levels_searched": []}
+        request.info["hierarchical"] = info
         kept: dict[int, dict[str, RetrievedItem]] = {}  # level -> chunk id -> item, the coarse levels kept
         parent_ids: list[str] | None = None
-        for i, level in enumerate(range(start, leaf)):
-            top_k = _per_level(options["level_top_k"], i, options["coarse_k"])
-            floor = _per_level(options["level_min_score"], i, options["min_score"])
-            items = self._search(request, options, top_k, _level(level), _parents(parent_ids) if parent_ids else None)
-            items = [item for item in items if item.score >= floor]
+        out_k, out_floor = request.fetch_k * options["leaf_multiplier"], options["score_threshold"].get(names[output])
+        for level in [*above, output]:
+            name = names[level]
+            info["levels_searched"].append(name)
+            if level == output:
+                k, floor = out_k, out_floor
+            else:
+                k = options["level_top_k"].get(name, options["coarse_k"])
+                floor = options["score_threshold"].get(name, options["min_score"])
+            items = _floored(self._search(request, options, k, level, parent_ids), floor)
             if not items:
-                if options["empty_level"] == "empty":
-                    request.info["hierarchical"] = {"leaf_level": leaf, "empty_level": level,
-                                                    "levels_searched": sorted(kept) + [level]}
+                if options["empty_level"] == "empty" or (level == output and parent_ids is None):
+                    info["empty_level"] = name  # searching the output level flat again would find nothing more
                     return []
-                request.fallbacks.append(f"hierarchical->flat: no level-{level} chunk scored >= {floor}")
+                under = f" under the kept {names[level - 1]} chunks" if parent_ids else ""
+                request.fallbacks.append(f"hierarchical->flat: no {name} chunk{under} scored >= {floor or 0.0}; "
+                                         f"{names[output]} searched flat")
                 kept.clear()
                 parent_ids = None
+                items = _floored(self._search(request, options, out_k, output, None), out_floor)
                 break
-            kept[level] = {item.chunk_id: item for item in items}
-            parent_ids = list(kept[level])
-        if start >= leaf:
-            request.fallbacks.append(f"hierarchical->flat: no level between start_level={start} and the leaves "
-                                     f"(level {leaf}); is {self.chunking!r} a hierarchical collection?")
-        request.info["hierarchical"] = {"leaf_level": leaf, "levels_searched": sorted(kept),
-                                        "candidates_per_level": {lvl: len(v) for lvl, v in kept.items()},
-                                        "parents": parent_ids or []}
-        leaves = self._search(request, options, request.fetch_k * options["leaf_multiplier"], _level(leaf),
-                              _parents(parent_ids) if parent_ids else None)
-        results = leaves[: request.fetch_k]
+            if level != output:
+                kept[level] = {item.chunk_id: item for item in items}
+                parent_ids = list(kept[level])
+        info["candidates_per_level"] = {names[lvl]: len(v) for lvl, v in kept.items()}
+        info["parents"] = parent_ids if kept else []
+        results = items[: request.fetch_k]
         if options["auto_merge"] and kept:
-            results = auto_merge(results, kept, leaf, options["merge_threshold"])
-            request.info["hierarchical"]["merged"] = [i.chunk_id for i in results if i.metadata.get("merged_from")]
+            results = auto_merge(results, kept, output, options["merge_threshold"])
+            info["merged"] = [i.chunk_id for i in results if i.metadata.get("merged_from")]
         if options["expand"] != "none":
             results = self._expand(request, results, kept, options["expand"])
         return results
 
-    def _search(self, request: SearchRequest, options: dict[str, Any], k: int, *extra: Condition | None
-                ) -> list[RetrievedItem]:
+    def _search(self, request: SearchRequest, options: dict[str, Any], k: int, level: int | None,
+                parent_ids: list[str] | None) -> list[RetrievedItem]:
+        extra = [_level(level) if level is not None else None, _parents(parent_ids) if parent_ids else None]
         return lanes.run(options["lane"], request, self.chunking, k, *extra, alpha=options["alpha"])
-
-    def _leaf_level(self, request: SearchRequest) -> int:
-        """The deepest level with chunks the query can see, probed once per collection and cached."""
-        key = f"leaf_level:{self.chunking}"
-        if key in self.context.cache:
-            return self.context.cache[key]
-        vector = request.vector()
-        deepest = 0
-        for level in range(1, MAX_LEVELS):
-            where = request.where(_level(level))
-            if not store_call(request, "leaf_probe", lambda where=where: self.context.vectors.near_vector(
-                    self.chunking, vector, 1, where=where)):
-                break
-            deepest = level
-        if deepest > 0:  # a flat or empty view says nothing about the collection: probe again next time
-            self.context.cache[key] = deepest
-        return deepest
 
     def _expand(self, request: SearchRequest, items: list[RetrievedItem], kept: dict[int, dict[str, RetrievedItem]],
                 mode: str) -> list[RetrievedItem]:
@@ -164,8 +193,8 @@ class HierarchicalRetriever(Retriever):
         return list(out.values())
 
 
-def _per_level(values: tuple, i: int, default: Any) -> Any:
-    return values[i] if i < len(values) else default
+def _floored(items: list[RetrievedItem], floor: float | None) -> list[RetrievedItem]:
+    return items if floor is None else [item for item in items if item.score >= floor]
 
 
 def auto_merge(items: list[RetrievedItem], kept: dict[int, dict[str, RetrievedItem]], leaf: int,

@@ -24,8 +24,9 @@ _FALSE = ("false", "no", "off", "0")
 class Option:
     """One option: ``default`` (its type is the option's type unless ``kind`` says otherwise), ``help`` (one
     line), ``choices`` (the allowed values; for a list option, of each item), ``min``/``max`` (inclusive
-    bounds; of each item for a list option; ``exclusive_min`` makes the lower one strict), ``of`` (the item
-    type of a list option) and ``min_items``. A default of None allows None."""
+    bounds; of each item for a list option, of each value for a mapping; ``exclusive_min`` makes the lower one
+    strict), ``of`` (the item type of a list option, the value type of a mapping option: its keys are text; a
+    mapping without ``of`` takes any values) and ``min_items``. A default of None allows None."""
 
     default: Any
     help: str = ""
@@ -34,7 +35,7 @@ class Option:
     max: float | None = None
     exclusive_min: bool = False
     kind: type | None = None
-    of: type = str
+    of: type | None = None
     min_items: int = 0
 
     def __post_init__(self) -> None:
@@ -63,14 +64,16 @@ class Option:
         if kind is tuple:
             if isinstance(value, str) or not isinstance(value, Sequence):
                 raise self._error(owner, name, value)
-            items = tuple(self._scalar(owner, name, item, self.of, whole=value) for item in value)
+            items = tuple(self._scalar(owner, name, item, self.of or str, whole=value) for item in value)
             if len(items) < self.min_items or (self.choices is not None and len(set(items)) != len(items)):
                 raise self._error(owner, name, value)
             return items
         if kind is dict:
-            if not isinstance(value, Mapping):
+            if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
                 raise self._error(owner, name, value)
-            return dict(value)
+            if self.of is None:
+                return dict(value)
+            return {key: self._scalar(owner, name, item, self.of, whole=value) for key, item in value.items()}
         return self._scalar(owner, name, value, kind, whole=value)
 
     def _scalar(self, owner: str, name: str, value: Any, kind: type, whole: Any) -> Any:
@@ -99,10 +102,11 @@ class Option:
         """What the option takes, in words: ``relative_score | ranked``, ``0 to 1``, ``list of dense, bm25``."""
         kind = self.type
         if kind is tuple:
-            what = self._values(self.of) or _noun(self.of)
+            what = self._values(self.of or str) or _noun(self.of or str)
             return f"a list of {what}" + (f" (at least {self.min_items})" if self.min_items else "")
         if kind is dict:
-            return "a JSON object" + (" or null" if self.default is None else "")
+            what = f" of name: {self._values(self.of) or _noun(self.of)}" if self.of is not None else ""
+            return f"a JSON object{what}" + (" or null" if self.default is None else "")
         out = self._values(kind) or _noun(kind)
         return out + (" or null" if self.default is None else "")
 
@@ -139,11 +143,16 @@ class Option:
         if kind is tuple:
             if raw.startswith("["):
                 return _json_or(raw)
-            return tuple(self._parse(part, self.of) for part in raw.split(",") if part.strip())
+            return tuple(self._parse(part, self.of or str) for part in raw.split(",") if part.strip())
         if raw.lower() in ("null", "none") and self.default is None:
             return None
         if kind is dict:
-            return _json_or(raw)
+            if raw.startswith("{") or self.of is None:
+                return _json_or(raw)
+            pairs = [part.partition(":") for part in raw.split(",") if part.strip()]  # name:value,name:value
+            if not all(sep for _, sep, _ in pairs):
+                return raw
+            return {key.strip(): self._parse(text, self.of) for key, _, text in pairs}
         if kind in (int, float):
             try:
                 return int(raw) if kind is int else float(raw)

@@ -156,10 +156,74 @@ def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path
         assert hybrid and hybrid[0].document_id == "mice"
 
 
+HIER = {"strategy": "hierarchical", "auto_merge": False, **NO_POST}
+
+
 def test_hierarchical_level_with_nothing_above_its_floor(rag, obliqa):
     query = obliqa.queries[0].text
     common = {"min_score": 0.99, "lane": "dense", **NO_POST}  # no section scores a cosine of 0.99
     empty = rag.query(query, strategy="hierarchical", k=5, **common)
-    assert empty.items == [] and empty.metadata["hierarchical"]["empty_level"] == 1
+    assert empty.items == [] and empty.metadata["hierarchical"]["empty_level"] == "section"
     flat = rag.query(query, strategy="hierarchical", k=5, empty_level="flat", **common)
-    assert flat.items and flat.metadata["fallbacks"][0].startswith("hierarchical->flat: no level-1 chunk")
+    assert flat.items and flat.metadata["fallbacks"] == ["hierarchical->flat: no section chunk scored >= 0.99; "
+                                                         "child searched flat"]
+    assert all(i.metadata["level"] == 3 for i in flat.items)
+    # a constrained level with nothing to search: the children of the one parent kept, all under the floor
+    children = rag.query(query, k=5, lane="dense", level_top_k={"section": 1, "parent_1024": 1},
+                         score_threshold={"child": 0.99}, **HIER)
+    assert children.items == [] and children.metadata["hierarchical"]["empty_level"] == "child"
+
+
+def test_hierarchical_output_level_returns_that_levels_chunks(rag, obliqa):
+    query = obliqa.queries[1].text
+    children = rag.query(query, k=5, **HIER)
+    assert {i.metadata["level"] for i in children.items} == {3}
+    parents = rag.query(query, k=5, output_level="parent_1024", **HIER)
+    assert parents.items and {i.metadata["level"] for i in parents.items} == {2}
+    info = parents.metadata["hierarchical"]
+    assert info["output_level"] == "parent_1024" and info["levels_searched"] == ["section", "parent_1024"]
+    assert all(i.metadata["parent_id"] in info["parents"] for i in parents.items)  # under the kept sections
+    sections = rag.query(query, k=3, output_level="section", **HIER)
+    assert {i.metadata["level"] for i in sections.items} == {1}
+    assert sections.metadata["hierarchical"]["levels_searched"] == ["section"]  # nothing above it to search
+
+
+def test_hierarchical_constrain_by_chooses_the_levels_that_restrict_the_output(rag, obliqa):
+    query = obliqa.queries[0].text
+    narrow = {"level_top_k": {"section": 1, "parent_1024": 2}}
+    runs = {mode: rag.query(query, k=10, constrain_by=mode, **narrow, **HIER) for mode in ("all", "previous", "none")}
+    info = {mode: r.metadata["hierarchical"] for mode, r in runs.items()}
+    assert info["all"]["levels_searched"] == ["section", "parent_1024", "child"]
+    assert info["previous"]["levels_searched"] == ["parent_1024", "child"]
+    assert info["none"]["levels_searched"] == ["child"] and info["none"]["parents"] == []
+    for mode in ("all", "previous"):  # the children of at most two kept parents
+        assert len(info[mode]["parents"]) <= 2
+        assert all(i.metadata["parent_id"] in info[mode]["parents"] for i in runs[mode].items)
+    # all: the two parents lie in the one section kept; previous: they were searched among every section
+    kept_all = rag.context.vectors.fetch("hierarchical", info["all"]["parents"])
+    assert len({p.metadata["parent_id"] for p in kept_all}) == 1
+    assert info["all"]["candidates_per_level"]["section"] == 1 and "section" not in info["previous"][
+        "candidates_per_level"]
+    # none: a flat search of the children, the dense strategy's over that level
+    assert len({i.metadata["parent_id"] for i in runs["none"].items}) > 2
+    none = rag.query(query, k=10, constrain_by="none", lane="dense", **HIER)
+    flat = rag.query(query, strategy="dense", chunking="hierarchical", k=10, filters={"level": 3}, **NO_POST)
+    assert [i.chunk_id for i in none.items] == [i.chunk_id for i in flat.items]
+
+
+def test_hierarchical_score_threshold_per_level(rag, obliqa):
+    query = obliqa.queries[2].text
+    dense = {"lane": "dense", **HIER}  # cosine scores: the same for a chunk whatever else is retrieved
+    sections = rag.query(query, k=10, output_level="section", **dense).items
+    assert len(sections) >= 4
+    floor = (sections[1].score + sections[2].score) / 2  # between the 2nd and 3rd best section
+    plain = rag.query(query, k=10, **dense)
+    floored = rag.query(query, k=10, score_threshold={"section": floor}, **dense)
+    assert plain.metadata["hierarchical"]["candidates_per_level"]["section"] >= 3
+    assert floored.metadata["hierarchical"]["candidates_per_level"]["section"] == 2
+    # the output level's own floor
+    child_floor = plain.items[2].score
+    top = rag.query(query, k=10, score_threshold={"child": child_floor}, **dense)
+    assert [i.chunk_id for i in top.items] == [i.chunk_id for i in plain.items[:3]]
+    # a coarse level not named keeps min_score (the single floor of every level above the output)
+    assert floored.metadata["hierarchical"]["candidates_per_level"]["parent_1024"] >= 1

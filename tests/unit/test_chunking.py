@@ -19,6 +19,7 @@ from ragloom.chunking import (
     HeadingIndex,
     HierarchicalChunker,
     available_chunkers,
+    chunk_levels,
     get_chunker,
     register_chunker,
 )
@@ -259,6 +260,8 @@ def test_hierarchical_levels_nest_and_link(real_docs):
     chunker = make_chunker("hierarchical")
     assert isinstance(chunker, HierarchicalChunker)
     assert chunker.level_names == ["document", "section", "parent_1024", "child"]
+    assert chunk_levels("hierarchical") == tuple(chunker.level_names)  # what the retriever names levels by
+    assert chunk_levels("recursive") == () and chunk_levels("not_registered") == ()
     cib = real_docs[0]
     chunks = chunker.chunk(cib)
     levels = by_level(chunks)

@@ -52,7 +52,15 @@ def test_unknown_strategy_name_lists_the_registered_ones():
     ("hierarchical", {"merge_threshold": 0.0}, "merge_threshold takes number > 0 and <= 1"),
     ("hierarchical", {"expand": "section"}, "expand takes none | parent | document"),
     ("hierarchical", {"lane": "bm25"}, "lane takes dense | hybrid"),
-    ("hierarchical", {"level_top_k": [10, 0]}, "level_top_k"),
+    ("hierarchical", {"level_top_k": {"section": 0}}, "level_top_k takes a JSON object of name: integer >= 1"),
+    ("hierarchical", {"level_top_k": [10, 30]}, "level_top_k="),
+    ("hierarchical", {"score_threshold": {"child": "high"}}, "score_threshold takes a JSON object of name: any number"),
+    ("hierarchical", {"constrain_by": "parent"}, "constrain_by takes none | previous | all"),
+    ("hierarchical", {"output_level": "leaf"}, "output_level names 'leaf', not a level of chunking 'hierarchical'; "
+                                               "its levels: document | section | parent_1024 | child"),
+    ("hierarchical", {"start_level": 1}, "start_level=1"),
+    ("hierarchical", {"score_threshold": {"sections": 0.2}}, "score_threshold names 'sections'"),
+    ("hierarchical", {"level_top_k": {"paragraph": 5}}, "level_top_k names 'paragraph'"),
     ("graph_rag", {"damping": 1.0}, "damping takes number 0 to 0.99"),
     ("graph_rag", {"vector_lane": "bm25"}, "vector_lane takes dense | hybrid"),
     ("graph_rag", {"graph_order": "random"}, "graph_order takes cosine | graph"),
@@ -72,8 +80,11 @@ def test_accepted_values_come_back_in_the_options_type(context):
     assert retriever.options["alpha"] == 1.0 and isinstance(retriever.options["alpha"], float)
     assert retriever.options["lanes"] == ("bm25", "dense")
     assert retriever.options["weights"] == {"bm25": 2}
-    levels = get_retriever("hierarchical", context, level_top_k=[5, 10], level_min_score=[0, 0.2])
-    assert levels.options["level_top_k"] == (5, 10) and levels.options["level_min_score"] == (0.0, 0.2)
+    levels = get_retriever("hierarchical", context, level_top_k={"section": 5}, score_threshold={"child": 1},
+                           output_level="parent_1024")
+    assert levels.options["level_top_k"] == {"section": 5} and levels.options["score_threshold"] == {"child": 1.0}
+    assert isinstance(levels.options["score_threshold"]["child"], float)
+    assert levels.levels == ("document", "section", "parent_1024", "child")
 
 
 @pytest.mark.parametrize("pair, expected", [
@@ -91,6 +102,28 @@ def test_accepted_values_come_back_in_the_options_type(context):
 ])
 def test_text_values_parse_by_the_options_type(pair, expected):
     assert parse_option_pairs("hybrid", strategy_class("hybrid").all_options(), [pair]) == expected
+
+
+@pytest.mark.parametrize("pair, expected", [
+    ('score_threshold={"section": 0.3, "child": 1}', {"score_threshold": {"section": 0.3, "child": 1.0}}),
+    ("score_threshold=section:0.3, child:0.2", {"score_threshold": {"section": 0.3, "child": 0.2}}),
+    ("level_top_k=section:5", {"level_top_k": {"section": 5}}),
+    ("output_level=parent_1024", {"output_level": "parent_1024"}),
+    ("output_level=null", {"output_level": None}),
+    ("constrain_by=previous", {"constrain_by": "previous"}),
+])
+def test_level_options_parse_from_text(pair, expected):
+    assert parse_option_pairs("hierarchical", strategy_class("hierarchical").all_options(), [pair]) == expected
+
+
+@pytest.mark.parametrize("pair, message", [
+    ("score_threshold=section=0.3", "score_threshold='section=0.3' is not allowed"),
+    ("score_threshold=section:high", "score_threshold="),
+    ("level_top_k=section:1.5", "level_top_k="),
+])
+def test_bad_level_option_text_is_a_clear_error(pair, message):
+    with pytest.raises(RetrievalError, match=message):
+        parse_option_pairs("hierarchical", strategy_class("hierarchical").all_options(), [pair])
 
 
 @pytest.mark.parametrize("pair, message", [
@@ -111,5 +144,6 @@ def test_option_declaration_itself_is_checked():
     with pytest.raises(RetrievalError, match="kind"):
         Option(object())
     assert Option(None, kind=dict).allowed() == "a JSON object or null"
+    assert Option({}, kind=dict, of=float, min=0).allowed() == "a JSON object of name: number >= 0"
     assert Option((), kind=tuple, of=int, min=1).allowed() == "a list of integer >= 1"
     assert Option("x").allowed() == "any text"
