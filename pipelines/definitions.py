@@ -21,6 +21,7 @@ from dagster import (
 from assets.chunks import build_chunk_assets
 from assets.documents import documents, documents_quality, no_rejected_files
 from assets.stores import STORE_WRITER_TAGS, build_graph_assets, build_vector_assets
+from assets.summaries import build_summary_assets
 from pipelines.evaluation import eval_job
 from pipelines.query import query_job
 from ragloom import uploads
@@ -41,6 +42,7 @@ def ingestion_assets(settings: Settings) -> tuple[list, list]:
         asset_def, check_def = build_graph_assets(chunking)
         assets.append(asset_def)
         checks.append(check_def)
+    assets += [build_summary_assets(chunking, settings) for chunking in settings.summary_chunkings]
     return assets, checks
 
 

@@ -68,6 +68,9 @@ def _env_list(name: str, default: tuple[str, ...], *, formerly: str = "", empty_
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
+SUMMARY_MODES = ("auto", "extractive", "llm")
+
+
 def _generated_secret(data_dir: Path, name: str) -> str:
     """A secret the local stack generated at first start (stack/<name>, mode 0600), or ''."""
     path = data_dir / "stack" / name
@@ -155,6 +158,10 @@ class Settings:
     # pipeline
     chunkings: tuple[str, ...] = DEFAULT_CHUNKINGS  # RAGLOOM_CHUNKINGS: registered chunkers materialized
     graph_chunkings: tuple[str, ...] = ("recursive",)  # RAGLOOM_GRAPH_CHUNKINGS: feed the graph; empty: no graph
+    summary_chunkings: tuple[str, ...] = ()  # RAGLOOM_SUMMARY_CHUNKINGS: RAPTOR-lite summary levels built
+    summary_mode: str = "auto"  # RAGLOOM_SUMMARY_MODE: auto (the LLM when configured) | extractive | llm
+    summary_tokens: int = 120  # RAGLOOM_SUMMARY_TOKENS: words per section summary
+    summary_window: int = 8  # RAGLOOM_SUMMARY_WINDOW: chunks per section where there are no headings
     schedule_cron: str = "0 2 * * *"
     schedule_timezone: str = "UTC"
     sensor_interval_seconds: int = 30
@@ -246,6 +253,10 @@ class Settings:
             chunkings=_env_list("RAGLOOM_CHUNKINGS", d.chunkings, formerly="RAGLOOM_STRATEGIES"),
             graph_chunkings=_env_list("RAGLOOM_GRAPH_CHUNKINGS", d.graph_chunkings, formerly="RAGLOOM_GRAPH_STRATEGIES",
                                       empty_ok=True),
+            summary_chunkings=_env_list("RAGLOOM_SUMMARY_CHUNKINGS", d.summary_chunkings, empty_ok=True),
+            summary_mode=_env("RAGLOOM_SUMMARY_MODE", d.summary_mode),
+            summary_tokens=_env_int("RAGLOOM_SUMMARY_TOKENS", d.summary_tokens),
+            summary_window=_env_int("RAGLOOM_SUMMARY_WINDOW", d.summary_window),
             schedule_cron=_env("RAGLOOM_SCHEDULE_CRON", d.schedule_cron),
             schedule_timezone=_env("RAGLOOM_SCHEDULE_TIMEZONE", d.schedule_timezone),
             sensor_interval_seconds=_env_int("RAGLOOM_SENSOR_INTERVAL_SECONDS", d.sensor_interval_seconds),
@@ -279,6 +290,10 @@ class Settings:
         s.validate()
         return s
 
+    def summaries_use_llm(self) -> bool:
+        """RAPTOR-lite summaries are written by the model: mode llm, or auto with a model configured."""
+        return self.summary_mode == "llm" or (self.summary_mode == "auto" and bool(self.llm_base_url))
+
     def validate(self) -> None:
         from ragloom.chunking import available_chunkers  # the registry, with any chunker registered before
 
@@ -289,6 +304,14 @@ class Settings:
         missing = [n for n in self.graph_chunkings if n not in self.chunkings]
         if missing:
             raise ConfigError(f"RAGLOOM_GRAPH_CHUNKINGS names {missing}, which RAGLOOM_CHUNKINGS does not chunk")
+        missing = [n for n in self.summary_chunkings if n not in self.chunkings]
+        if missing:
+            raise ConfigError(f"RAGLOOM_SUMMARY_CHUNKINGS names {missing}, which RAGLOOM_CHUNKINGS does not chunk")
+        if self.summary_mode not in SUMMARY_MODES:
+            raise ConfigError(f"RAGLOOM_SUMMARY_MODE={self.summary_mode!r}: choose {', '.join(SUMMARY_MODES)}")
+        if self.summary_tokens < 1 or self.summary_window < 1:
+            raise ConfigError(f"RAGLOOM_SUMMARY_TOKENS={self.summary_tokens}, RAGLOOM_SUMMARY_WINDOW="
+                              f"{self.summary_window}: each at least 1")
         if not 0.0 < self.graph_synonym_threshold <= 1.0:
             raise ConfigError(f"RAGLOOM_GRAPH_SYNONYM_THRESHOLD={self.graph_synonym_threshold}: a cosine in (0, 1]")
         if self.graph_synonym_neighbours < 0:

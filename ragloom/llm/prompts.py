@@ -103,6 +103,13 @@ FOLLOW_UP = PromptTemplate(
     QUERY_SCHEMA,
 )
 
+SUMMARIZE_SECTION = PromptTemplate(
+    "summarize_section", 1,
+    "You write short factual summaries of document sections for a search index.",
+    "Summarize this section in at most {words} words. Keep names, numbers and the main facts; add nothing that "
+    "is not in the section.\n\nSection:\n{section}",
+)
+
 _ANSWER_RULES = ("Answer the question using only the numbered passages below. After each sentence, cite the "
                  "passages that support it by number in square brackets, like [1] or [2][3]. If the passages "
                  "do not contain the answer, say that you do not know.")
@@ -140,5 +147,5 @@ REVISE = PromptTemplate(
     "supported by the passages: {unsupported}\nRewrite the answer without them, citing passages as [n].",
 )
 
-ALL_TEMPLATES = (REFORMULATE, MULTI_QUERY, HYDE, STEP_BACK, DECOMPOSE, FOLLOW_UP, ANSWER_SIMPLE, ANSWER_COT,
-                 CHECK_CLAIMS, REVISE)
+ALL_TEMPLATES = (REFORMULATE, MULTI_QUERY, HYDE, STEP_BACK, DECOMPOSE, FOLLOW_UP, SUMMARIZE_SECTION,
+                 ANSWER_SIMPLE, ANSWER_COT, CHECK_CLAIMS, REVISE)

@@ -26,6 +26,7 @@ from ragloom.retrieval.hybrid import HybridRetriever
 from ragloom.retrieval.multi_hop import MultiHopRetriever
 from ragloom.retrieval.options import Option
 from ragloom.retrieval.postprocess import Citation, assemble_context, lost_in_the_middle, remove_near_duplicates
+from ragloom.retrieval.raptor import RaptorRetriever
 
 __all__ = [
     "POSTPROCESS_DEFAULTS",
@@ -38,6 +39,7 @@ __all__ = [
     "HierarchicalRetriever",
     "HybridRetriever",
     "Option",
+    "RaptorRetriever",
     "MultiHopRetriever",
     "RetrievalContext",
     "Retriever",

@@ -66,3 +66,25 @@ def test_only_changed_sections_are_rebuilt():
     chunks[1] = _chunk("a", 1, "Changed text about lunch. Lunch is at noon.", ("Two",))
     third, built = build_summaries(group_sections(chunks), encode, 20, previous=again)
     assert built == ["a#Two"] and encode.calls == 3 and third["a#One"] is first["a#One"]
+
+
+def test_hierarchical_chunks_are_grouped_by_their_leaves():
+    chunks = [Chunk(chunk_id="doc", document_id="a", strategy="hierarchical", text="x.", start=0, end=2,
+                    token_count=1, position=0, level=0),
+              *(Chunk(chunk_id=f"leaf{i}", document_id="a", strategy="hierarchical", text=f"w{i}.", start=0, end=3,
+                      token_count=1, position=i, level=2, heading_path=["H"]) for i in range(3))]
+    [section] = group_sections(chunks)
+    assert section.chunk_ids == ("leaf0", "leaf1", "leaf2")
+
+
+def test_cut_to_budget_keeps_whole_sentences_and_state_round_trips(tmp_path):
+    from ragloom.indexing.summaries import cut_to_budget, load_state, save_state
+
+    assert cut_to_budget("One two three. Four five. Six seven.", 6) == ("One two three. Four five.", 5)
+    assert cut_to_budget("One two three four five six seven.", 3) == ("One two three", 3)
+    summaries, _ = build_summaries(group_sections([_chunk("a", 0, TEXT, ("One",))]), BagOfWords(), 20)
+    save_state(tmp_path / "s.json", summaries)
+    assert load_state(tmp_path / "s.json") == summaries
+    assert load_state(tmp_path / "missing.json") == {}
+    (tmp_path / "bad.json").write_text("{not json")
+    assert load_state(tmp_path / "bad.json") == {}  # unreadable: everything is rebuilt, nothing lost

@@ -1,0 +1,51 @@
+"""`summaries_<chunking>`: RAPTOR-lite's summary level of a chunking (RAGLOOM_SUMMARY_CHUNKINGS), rebuilt only for
+changed sections. Thin: ragloom.indexing.summaries does the work."""
+
+
+import pandas as pd
+from dagster import AssetExecutionContext, AssetIn, AssetsDefinition, MaterializeResult, asset
+
+from assets.stores import STORE_RETRY, _run_sync
+from ragloom.errors import ConfigError
+from ragloom.indexing.summaries import summary_collection, sync_summaries
+from ragloom.settings import Settings
+from ragloom.tables import frame_to_chunks
+from resources import ArtifactStore, EmbedderResource, WeaviateResource
+
+# A build that calls the model sits in the pool "llm" (limit 1, dagster.yaml's default): one model-bound
+# step at a time, whatever launched it; an extractive build only writes Weaviate, like the vector assets.
+LLM_POOL = "llm"
+
+
+def build_summary_assets(chunking: str, settings: Settings) -> AssetsDefinition:
+    uses_llm = settings.summaries_use_llm()
+
+    @asset(name=f"summaries_{chunking}", group_name="ingestion", kinds={"weaviate"},
+           ins={"chunks": AssetIn(f"chunks_{chunking}")}, deps=[f"vectors_{chunking}"], retry_policy=STORE_RETRY,
+           pool=LLM_POOL if uses_llm else "weaviate",
+           description=f"RAPTOR-lite: a summary per section of the {chunking} chunks ("
+                       f"{'written by the configured LLM' if uses_llm else 'extractive'}), in their own collection; "
+                       "only changed sections are summarized again.")
+    def _summaries(context: AssetExecutionContext, chunks: pd.DataFrame, weaviate: WeaviateResource,
+                   embedder: EmbedderResource, artifacts: ArtifactStore) -> MaterializeResult:
+        from ragloom.llm import LLMClient
+        from ragloom.stores.embedding_cache import EmbeddingCache
+
+        settings = weaviate.settings()
+        llm = LLMClient.from_settings(settings) if uses_llm else None
+        if uses_llm and llm is None:
+            raise ConfigError("RAGLOOM_SUMMARY_MODE=llm but no model is configured (RAGLOOM_LLM_BASE_URL)")
+        store = weaviate.store()
+        state = artifacts.root / "summaries" / f"{store.collection_name(summary_collection(chunking))}.json"
+        try:
+            report = _run_sync(context, f"summaries_{chunking}", lambda: sync_summaries(
+                store, embedder.embedder(), chunking, frame_to_chunks(chunks), state,
+                cache=EmbeddingCache(artifacts.cache_dir()), llm=llm, budget_tokens=settings.summary_tokens,
+                window=settings.summary_window, log=context.log.info))
+        finally:
+            if llm is not None:
+                llm.close()
+        return MaterializeResult(metadata={**report.as_metadata(),
+                                           "collection": store.collection_name(summary_collection(chunking))})
+
+    return _summaries

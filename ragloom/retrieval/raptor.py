@@ -1,0 +1,64 @@
+"""raptor: RAPTOR-lite retrieval. Sections' summaries first, their chunks re-scored, mixed with direct chunk matches.
+
+The summary level is built by ``ragloom.indexing.summaries.sync_summaries`` (the ``summaries_<chunking>``
+asset); without it the direct matches answer alone and ``fallbacks`` says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragloom.errors import RagloomError
+from ragloom.filters import Condition
+from ragloom.indexing.summaries import summary_collection
+from ragloom.retrieval import fusion, lanes
+from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
+from ragloom.retrieval.options import Option
+from ragloom.types import RetrievedItem
+
+SECTION_CHUNKS = "meta_section_chunks"  # a summary object's chunk ids (metadata "section_chunks" as stored)
+
+
+@register_retrieval_strategy("raptor")
+class RaptorRetriever(Retriever):
+    """Three store queries with the ``lane``: the ``sections`` best section summaries of the chunking's summary
+    level; the chunks of those sections, re-scored against the query (the lane restricted to their ids); and
+    the chunking's chunks directly. The two chunk lists are fused by RRF, the sections' weighted
+    ``section_weight``. ``info["raptor"]`` names the sections used."""
+
+    summary = "RAPTOR-lite: section summaries first, their chunks re-scored, mixed with direct chunk matches"
+
+    declared_options: dict[str, Option] = {
+        "sections": Option(5, min=1, max=50, help="section summaries retrieved first"),
+        "section_weight": Option(1.0, min=0.0, help="RRF weight of the sections' chunks (direct matches weigh 1)"),
+        "lane": Option("hybrid", choices=lanes.LANES, help="the lane every query runs"),
+        "alpha": Option(0.5, min=0.0, max=1.0, help="lane=hybrid: 0 = BM25 only, 1 = vector only"),
+        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, help="the k in weight / (rrf_k + rank) fusing the two lists"),
+    }
+
+    def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
+        def lane(collection: str, k: int, *extra: Condition) -> list[RetrievedItem]:
+            return lanes.run(options["lane"], request, collection, k, *extra, alpha=options["alpha"])
+
+        direct = lane(self.chunking, request.fetch_k)
+        level = summary_collection(self.chunking)
+        try:
+            built = bool(self.context.vectors.property_types(level))
+        except RagloomError as e:  # no such collection, or the store cannot say
+            built = False
+            why = f"no summary level for {self.chunking!r} (build the summaries_{self.chunking} asset): {e}"
+        else:
+            why = f"the summary level of {self.chunking!r} is empty"
+        if not built:
+            request.fallbacks.append(f"raptor->{options['lane']}: {why}")
+            return direct
+        with request.stage("sections"):
+            sections = lane(level, options["sections"])
+        chunk_ids = list(dict.fromkeys(cid for s in sections for cid in s.metadata.get(SECTION_CHUNKS) or ()))
+        under = lane(self.chunking, min(len(chunk_ids), request.fetch_k),
+                     Condition("chunk_id", "chunk_id", "in", chunk_ids)) if chunk_ids else []
+        request.info["raptor"] = {"sections": [s.metadata.get("meta_section_key") for s in sections],
+                                  "section_chunks": len(chunk_ids), "rescored": len(under)}
+        with request.stage("fusion"):
+            return fusion.rrf({"direct": direct, "sections": under}, k=request.fetch_k, rrf_k=options["rrf_k"],
+                              weights={"sections": options["section_weight"]})
