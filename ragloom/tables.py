@@ -7,13 +7,16 @@ Parquet schema never depends on what metadata a corpus happens to carry. Round t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import pandas as pd
 import pyarrow as pa
 
 from ragloom.types import Chunk, Document, Heading, Rejection, Scope
+
+T = TypeVar("T")
 
 DOCUMENT_SCHEMA = pa.schema([
     pa.field("document_id", pa.string(), nullable=False),
@@ -58,87 +61,76 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=schema)
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    """One record type <-> rows of a fixed schema, as a pyarrow table or a pandas frame."""
+
+    schema: pa.Schema
+    to_row: Callable[[T], dict[str, Any]]
+    from_row: Callable[[dict[str, Any]], T]
+
+    def to_table(self, records: Iterable[T]) -> pa.Table:
+        return pa.Table.from_pylist([self.to_row(r) for r in records], schema=self.schema)
+
+    def to_frame(self, records: Iterable[T]) -> pd.DataFrame:
+        return self.to_table(records).to_pandas()
+
+    def from_table(self, data: pa.Table | pd.DataFrame) -> list[T]:
+        """Records from a table or a frame (columns beyond the schema's are ignored)."""
+        if isinstance(data, pd.DataFrame):
+            data = pa.Table.from_pandas(data, schema=self.schema, preserve_index=False)
+        return [self.from_row(r) for r in data.select(self.schema.names).to_pylist()]
 
 
-def _rows(data: pa.Table | pd.DataFrame, schema: pa.Schema) -> list[dict[str, Any]]:
-    if isinstance(data, pd.DataFrame):
-        data = pa.Table.from_pandas(data, schema=schema, preserve_index=False)
-    return data.select(schema.names).to_pylist()
-
-
-# documents ---------------------------------------------------------------------------------------------
-
-def documents_to_table(documents: Iterable[Document]) -> pa.Table:
-    return _table([{
+def _document_row(d: Document) -> dict[str, Any]:
+    return {
         "document_id": d.document_id, "title": d.title, "text": d.text, "source_path": d.source_path,
         "format": d.format, "content_hash": d.content_hash, "modified_at": float(d.modified_at),
         "headings": _dumps([[h.level, h.title, h.start, h.end] for h in d.headings]),
         "page_starts": _dumps(list(d.page_starts)), "metadata": _dumps(d.metadata), "scope_path": d.scope.path,
-    } for d in documents], DOCUMENT_SCHEMA)
+    }
 
 
-def table_to_documents(data: pa.Table | pd.DataFrame) -> list[Document]:
-    return [Document(
+def _document(r: dict[str, Any]) -> Document:
+    return Document(
         document_id=r["document_id"], title=r["title"], text=r["text"], source_path=r["source_path"],
         format=r["format"], content_hash=r["content_hash"], modified_at=r["modified_at"],
         headings=[Heading(level, title, start, end) for level, title, start, end in json.loads(r["headings"])],
         page_starts=json.loads(r["page_starts"]), metadata=json.loads(r["metadata"]),
         scope=Scope.from_path(r["scope_path"]),
-    ) for r in _rows(data, DOCUMENT_SCHEMA)]
+    )
 
 
-def documents_to_frame(documents: Iterable[Document]) -> pd.DataFrame:
-    return documents_to_table(documents).to_pandas()
-
-
-def frame_to_documents(frame: pd.DataFrame) -> list[Document]:
-    return table_to_documents(frame)
-
-
-# chunks ------------------------------------------------------------------------------------------------
-
-def chunks_to_table(chunks: Iterable[Chunk]) -> pa.Table:
-    return _table([{
+def _chunk_row(c: Chunk) -> dict[str, Any]:
+    return {
         "chunk_id": c.chunk_id, "document_id": c.document_id, "strategy": c.strategy, "text": c.text,
         "start": c.start, "end": c.end, "token_count": c.token_count, "position": c.position, "level": c.level,
         "parent_id": c.parent_id, "heading_path": list(c.heading_path), "embed_text": c.embed_text,
         "metadata": _dumps(c.metadata), "scope_path": c.scope.path,
-    } for c in chunks], CHUNK_SCHEMA)
+    }
 
 
-def table_to_chunks(data: pa.Table | pd.DataFrame) -> list[Chunk]:
-    return [Chunk(
+def _chunk(r: dict[str, Any]) -> Chunk:
+    return Chunk(
         chunk_id=r["chunk_id"], document_id=r["document_id"], strategy=r["strategy"], text=r["text"],
         start=r["start"], end=r["end"], token_count=r["token_count"], position=r["position"], level=r["level"],
         parent_id=r["parent_id"], heading_path=list(r["heading_path"]), embed_text=r["embed_text"],
         metadata=json.loads(r["metadata"]), scope=Scope.from_path(r["scope_path"]),
-    ) for r in _rows(data, CHUNK_SCHEMA)]
+    )
 
 
-def chunks_to_frame(chunks: Iterable[Chunk]) -> pd.DataFrame:
-    return chunks_to_table(chunks).to_pandas()
+def _rejection_row(r: Rejection) -> dict[str, Any]:
+    return {"source_path": r.source_path, "reason": r.reason, "detail": r.detail}
 
 
-def frame_to_chunks(frame: pd.DataFrame) -> list[Chunk]:
-    return table_to_chunks(frame)
+DOCUMENTS = Codec(DOCUMENT_SCHEMA, _document_row, _document)
+CHUNKS = Codec(CHUNK_SCHEMA, _chunk_row, _chunk)
+REJECTIONS = Codec(REJECTION_SCHEMA, _rejection_row, lambda r: Rejection(**r))
 
-
-# rejections --------------------------------------------------------------------------------------------
-
-def rejections_to_table(rejections: Iterable[Rejection]) -> pa.Table:
-    return _table([{"source_path": r.source_path, "reason": r.reason, "detail": r.detail} for r in rejections],
-                  REJECTION_SCHEMA)
-
-
-def table_to_rejections(data: pa.Table | pd.DataFrame) -> list[Rejection]:
-    return [Rejection(**r) for r in _rows(data, REJECTION_SCHEMA)]
-
-
-def rejections_to_frame(rejections: Iterable[Rejection]) -> pd.DataFrame:
-    return rejections_to_table(rejections).to_pandas()
-
-
-def frame_to_rejections(frame: pd.DataFrame) -> list[Rejection]:
-    return table_to_rejections(frame)
+# the names the assets and tests use; table_to_* also read frames
+documents_to_table, documents_to_frame = DOCUMENTS.to_table, DOCUMENTS.to_frame
+table_to_documents = frame_to_documents = DOCUMENTS.from_table
+chunks_to_table, chunks_to_frame = CHUNKS.to_table, CHUNKS.to_frame
+table_to_chunks = frame_to_chunks = CHUNKS.from_table
+rejections_to_table, rejections_to_frame = REJECTIONS.to_table, REJECTIONS.to_frame
+table_to_rejections = frame_to_rejections = REJECTIONS.from_table

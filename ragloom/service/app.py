@@ -40,16 +40,30 @@ STATUS = ((ScopeError, 400), (FilterError, 400), (RetrievalError, 400), (ConfigE
           (StoreError, 503), (LLMError, 502))
 
 
-class BodyLimit:
+class HttpMiddleware:
+    """A plain ASGI middleware (no task group per request): ``http`` sees each HTTP request, the rest passes by."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self.http(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class BodyLimit(HttpMiddleware):
     """413 for a body over ``limit`` bytes, by Content-Length or, for chunked bodies, while it streams."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+        super().__init__(app)
+        self.limit = limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await _too_large(self.limit, send)
@@ -74,16 +88,14 @@ async def _too_large(limit: int, send: Send) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
-class Measure:
-    """Requests by route and status, and their latency (a plain ASGI middleware: no task group per request)."""
+class Measure(HttpMiddleware):
+    """Requests by route and status, and their latency."""
 
     def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
-        self.app, self.metrics = app, metrics
+        super().__init__(app)
+        self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         status = 500
 
@@ -96,16 +108,16 @@ class Measure:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
+            route = _route_name(scope)
             self.metrics.requests.inc(scope["method"], route, str(status))
             self.metrics.request_seconds.observe(time.perf_counter() - started, route)
             if status >= 400:
                 self.metrics.errors.inc(str(status))
 
 
-def _route_name(request: Request) -> str:
-    route = request.scope.get("route")
-    return getattr(route, "path", "unmatched")
+def _route_name(scope: Scope) -> str:
+    """The matched route's path template (one label per route, whatever its parameters)."""
+    return getattr(scope.get("route"), "path", "unmatched")
 
 
 def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
@@ -156,7 +168,7 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     async def ragloom_error(request: Request, exc: RagloomError) -> JSONResponse:
         status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
         if status >= 500:
-            log.warning("%s %s failed: %s: %s", request.method, _route_name(request), type(exc).__name__, exc)
+            log.warning("%s %s failed: %s: %s", request.method, _route_name(request.scope), type(exc).__name__, exc)
         return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status)
 
     @app.exception_handler(RequestValidationError)

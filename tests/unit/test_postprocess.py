@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from vector_helpers import unit
 
 from ragloom.retrieval.postprocess import (
     GRAPH_SOURCE,
@@ -14,11 +15,6 @@ from ragloom.retrieval.postprocess import (
     sufficiency,
 )
 from ragloom.types import RetrievalResult, RetrievedItem
-
-
-def unit(*values: float) -> list[float]:
-    v = np.asarray(values, dtype=np.float32)
-    return (v / np.linalg.norm(v)).tolist()
 
 
 def item(chunk_id: str, vector=None, dense=None, text: str = "", **metadata) -> RetrievedItem:

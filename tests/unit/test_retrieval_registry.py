@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
+from vector_helpers import unit
 
 from ragloom.errors import FilterError, RetrievalError
 from ragloom.retrieval import (
@@ -24,11 +24,6 @@ from ragloom.retrieval import (
 )
 from ragloom.retrieval.postprocess import GRAPH_SOURCE
 from ragloom.types import RetrievedItem, Scope
-
-
-def unit(*values: float) -> list[float]:
-    v = np.asarray(values, dtype=np.float32)
-    return (v / np.linalg.norm(v)).tolist()
 
 
 class FixedRetriever(Retriever):
