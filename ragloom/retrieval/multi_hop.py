@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from ragloom.errors import RagloomError
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
@@ -70,7 +72,7 @@ class MultiHopRetriever(Retriever):
         if graph is None:
             request.fallbacks.append(f"multi_hop->{options['lane']}: {why}")
             return self._follow_ups(request, options, lane, ranked, weights, ranked["round 1"])[: request.fetch_k]
-        visible = graph.walk_matrix(request.scope.visible_paths()).visible_entities
+        walk = graph.walk_matrix(request.scope.visible_paths())
         with request.stage("bridges"):
             names, grams = query_names(self.context, request)
             used = set(graph.match_names([*names, *grams], partial_limit=0))
@@ -78,7 +80,8 @@ class MultiHopRetriever(Retriever):
         rounds: list[list[str]] = []
         for round_no in range(2, options["max_rounds"] + 1):
             with request.stage("bridges"):
-                bridges = self._bridges(graph, fused[: options["bridge_chunks"]], used, visible, options["bridges"])
+                bridges = self._bridges(graph, walk, fused[: options["bridge_chunks"]], fused[: request.fetch_k], used,
+                                        options["bridges"])
             if not bridges:
                 break
             used.update(bridges)
@@ -136,14 +139,21 @@ class MultiHopRetriever(Retriever):
         return fused
 
     @staticmethod
-    def _bridges(graph: Any, top: list[RetrievedItem], used: set[int], visible: Any, limit: int) -> list[int]:
-        """Readable entities of the top chunks not used yet, per chunk in rank order, most specific first."""
+    def _bridges(graph: Any, walk: Any, top: list[RetrievedItem], retrieved: list[RetrievedItem], used: set[int],
+                 limit: int) -> list[int]:
+        """Readable entities of the ``top`` chunks not used yet that a readable chunk outside ``retrieved`` also
+        mentions (an entity only the retrieved chunks name leads nowhere new), per chunk in rank order, most
+        specific first."""
+        have = np.zeros(graph.n_chunks, dtype=bool)
+        have[[n for n in map(graph.chunk_node, (i.chunk_id for i in retrieved)) if n is not None]] = True
+        elsewhere = walk.visible_chunks & ~have
         out: list[int] = []
         for item in top:
             node = graph.chunk_node(item.chunk_id)
             if node is None:
                 continue
-            candidates = [int(e) for e in graph.entities_of(node) if visible[e] and int(e) not in used]
+            candidates = [int(e) for e in graph.entities_of(node) if walk.visible_entities[e] and int(e) not in used
+                          and elsewhere[graph.mentions_t[int(e)].indices].any()]
             candidates.sort(key=lambda e: (graph.chunk_frequency[e], e))
             for entity in candidates:
                 if entity not in out:

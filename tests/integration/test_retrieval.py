@@ -239,6 +239,37 @@ def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_cor
             musique_corpus.rag.query(text, strategy="graph_rag", **bad)
 
 
+
+BONETTI = "Who scored the first goal of last season for Peter Bonetti's team?"
+
+
+def test_multi_hop_requeries_with_a_bridge_the_best_hit_names(musique_corpus):
+    hybrid = musique_corpus.rag.query(BONETTI, strategy="hybrid", k=5, abstain=False)
+    first = musique_corpus.rag.query(BONETTI, strategy="multi_hop", k=5, abstain=False, max_rounds=1)
+    assert doc_ids(first) == doc_ids(hybrid)  # one round is the lane alone
+    two = musique_corpus.rag.query(BONETTI, strategy="multi_hop", k=5, abstain=False, bridges=1)
+    # the best hit (Bonetti's own paragraph) names Putney, Chelsea, London...: Putney leads back to that same
+    # paragraph only; Chelsea, named by other paragraphs, is the most specific bridge that leads elsewhere
+    assert two.metadata["multi_hop"] == {"rounds": 2, "bridges": [["Chelsea"]]}
+    assert two.metadata["fallbacks"] == [] and two.metadata["lanes_run"] == ["hybrid"]
+    added = [d for d in doc_ids(two) if d not in doc_ids(first)]
+    assert added, "the bridge round changed nothing"
+    many = musique_corpus.rag.query(BONETTI, strategy="multi_hop", k=5, abstain=False, bridges=3)
+    bridges = many.metadata["multi_hop"]["bridges"][0]
+    assert len(bridges) == 3 and bridges[0] == "Chelsea"
+    assert not any(b.lower() in BONETTI.lower() for b in bridges)  # never an entity the query names
+
+
+def test_multi_hop_without_a_reachable_graph_answers_with_its_lane(models, musique_corpus):
+    embedder, nlp = models
+    unreachable = dataclasses.replace(musique_corpus.settings, neo4j_uri="bolt://127.0.0.1:1")
+    with Ragloom(unreachable, vectors=musique_corpus.vectors, embedder=embedder, nlp=nlp) as rag:
+        result = rag.query(BONETTI, strategy="multi_hop", k=5, abstain=False)
+        hybrid = rag.query(BONETTI, strategy="hybrid", k=5, abstain=False)
+    assert len(result.metadata["fallbacks"]) == 1
+    assert result.metadata["fallbacks"][0].startswith("multi_hop->hybrid: graph store unavailable")
+    assert doc_ids(result) == doc_ids(hybrid)
+
 # hierarchical ----------------------------------------------------------------------------------------------
 
 
@@ -632,4 +663,7 @@ def test_graph_rag_follows_an_ingest_and_a_deletion_without_a_restart(index, mod
     graph = cache.get("recursive")
     assert not h1_chunks & set(graph.chunk_ids)  # its nodes, and so its mass, are gone
     assert "vesteroy" in [n.lower() for n in graph.entity_names]  # still named by h2
+
+
+
 
