@@ -14,9 +14,6 @@ from ragloom.types import COOCCURS
 
 Query = tuple[str, dict[str, Any]]
 
-FULLTEXT_INDEX = "ragloom_entity_names"
-MAX_WALK_HOPS = 3  # hard cap: beyond it a walk reaches most of any real graph
-
 # Uniqueness is per namespace: composite keys (ns, id). Community 5.26 accepts these.
 SCHEMA: tuple[str, ...] = (
     "CREATE CONSTRAINT ragloom_document_key IF NOT EXISTS FOR (d:Document) REQUIRE (d.ns, d.document_id) IS UNIQUE",
@@ -26,8 +23,6 @@ SCHEMA: tuple[str, ...] = (
     "CREATE INDEX ragloom_chunk_strategy IF NOT EXISTS FOR (c:Chunk) ON (c.ns, c.strategy)",
     "CREATE INDEX ragloom_chunk_document IF NOT EXISTS FOR (c:Chunk) ON (c.ns, c.document_id)",
     "CREATE INDEX ragloom_entity_norm IF NOT EXISTS FOR (e:Entity) ON (e.ns, e.norm)",
-    "CREATE FULLTEXT INDEX ragloom_entity_names IF NOT EXISTS FOR (e:Entity) ON EACH [e.name, e.aliases] "
-    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
 )
 AWAIT_INDEXES = "CALL db.awaitIndexes($seconds)"
 
@@ -247,16 +242,7 @@ MATCH (e:Entity) WHERE e.ns = $ns
 RETURN e.entity_id AS entity_id, e.type AS type, [e.norm] + coalesce(e.alias_norms, []) AS keys
 """
 
-# Scope: with $scope_paths set, an entity is visible only when a chunk in one of those scopes mentions it,
-# and a relation only when one of its evidence chunks is in them; a sibling scope's names never leak.
-SEARCH_ENTITIES = """
-CALL db.index.fulltext.queryNodes($index, $query) YIELD node, score
-WHERE node.ns = $ns AND ($scope_paths IS NULL OR
-       EXISTS { MATCH (vc:Chunk)-[:MENTIONS]->(node) WHERE vc.ns = $ns AND vc.scope_path IN $scope_paths })
-RETURN node.entity_id AS entity_id, node.name AS name, node.type AS type, score
-LIMIT $limit
-"""
-
+# Scope: with $scope_paths set, an entity is visible only when a chunk in one of those scopes mentions it.
 ENTITIES_BY_NAMES = """
 MATCH (e:Entity) WHERE e.ns = $ns AND (e.norm IN $names OR any(k IN e.alias_norms WHERE k IN $names))
   AND ($scope_paths IS NULL OR
@@ -264,44 +250,6 @@ MATCH (e:Entity) WHERE e.ns = $ns AND (e.norm IN $names OR any(k IN e.alias_norm
 RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type, e.norm AS norm,
        COUNT { (:Chunk)-[:MENTIONS]->(e) } AS chunks
 ORDER BY chunks DESC, e.entity_id
-LIMIT $limit
-"""
-
-ENTITIES_BY_IDS = """
-UNWIND $entity_ids AS entity_id
-MATCH (e:Entity {ns: $ns, entity_id: entity_id})
-RETURN e.entity_id AS entity_id, e.name AS name, e.type AS type
-"""
-
-# One hop of a walk: the relations of the frontier, strongest first. Hops are expanded one query at a
-# time, so the hop count never appears in query text.
-WALK_HOP = """
-UNWIND $frontier AS entity_id
-MATCH (a:Entity {ns: $ns, entity_id: entity_id})-[r:RELATED_TO]-(b:Entity)
-WHERE ($types IS NULL OR r.type IN $types) AND NOT b.entity_id IN $expanded
-  AND ($scope_paths IS NULL OR (
-       EXISTS { MATCH (vc:Chunk)-[:MENTIONS]->(b) WHERE vc.ns = $ns AND vc.scope_path IN $scope_paths }
-       AND any(cid IN r.chunk_ids WHERE EXISTS {
-             MATCH (ec:Chunk) WHERE ec.ns = $ns AND ec.chunk_id = cid AND ec.scope_path IN $scope_paths })))
-RETURN startNode(r).entity_id AS source_id, startNode(r).name AS source,
-       endNode(r).entity_id AS target_id, endNode(r).name AS target, r.type AS type, r.weight AS weight,
-       b.entity_id AS entity_id, b.name AS name, b.type AS entity_type
-ORDER BY weight DESC, source_id, target_id, type
-LIMIT $limit
-"""
-
-# Score: mention counts, each entity weighted by its specificity 1 / ln(2 + chunks it appears in), so a
-# chunk naming a rare seed ranks above one naming a hub such as "United States".
-CHUNKS_FOR_ENTITIES = """
-MATCH (e:Entity) WHERE e.ns = $ns AND e.entity_id IN $entity_ids
-MATCH (c:Chunk)-[m:MENTIONS]->(e)
-WHERE c.ns = $ns AND c.strategy = $strategy AND ($scope_paths IS NULL OR c.scope_path IN $scope_paths)
-WITH e, collect({chunk_id: c.chunk_id, count: m.count}) AS hits
-WITH hits, 1.0 / log(2.0 + size(hits)) AS specificity
-UNWIND hits AS hit
-WITH hit.chunk_id AS chunk_id, sum(hit.count * specificity) AS score
-RETURN chunk_id, score
-ORDER BY score DESC, chunk_id
 LIMIT $limit
 """
 
@@ -356,21 +304,6 @@ DANGLING_MENTIONS = """
 MATCH (x)-[m:MENTIONS]->(e:Entity) WHERE e.ns = $ns AND (NOT x:Chunk OR x.ns IS NULL OR x.ns <> $ns)
 RETURN count(m) AS n
 """
-
-
-def lucene_query(text: str) -> str:
-    """User text as a Lucene query that matches its words: special characters escaped, and operator
-    words (AND, OR, NOT, TO) lower-cased so they are searched for instead of obeyed."""
-    escaped = []
-    for ch in text.lower():
-        if ch in _LUCENE_SPECIAL:
-            escaped.append("\\" + ch)
-        elif ch.isspace() or ch.isprintable():
-            escaped.append(" " if ch.isspace() else ch)
-    return " ".join("".join(escaped).split())
-
-
-_LUCENE_SPECIAL = frozenset('+-&|!(){}[]^"~*?:\\/')
 
 
 def batched(rows: list[Any], size: int) -> list[list[Any]]:
@@ -475,35 +408,8 @@ def _scopes(scope_paths: list[str] | None) -> list[str] | None:
     return list(scope_paths) if scope_paths is not None else None
 
 
-def search_entities(ns: str, text: str, limit: int = 10, scope_paths: list[str] | None = None) -> Query | None:
-    """None when the text has nothing to search for."""
-    query = lucene_query(text)
-    if not query.strip("\\ "):
-        return None
-    return SEARCH_ENTITIES, {"ns": ns, "index": FULLTEXT_INDEX, "query": query, "limit": int(limit),
-                             "scope_paths": _scopes(scope_paths)}
-
-
 def entities_by_names(ns: str, names: list[str], limit: int = 50, scope_paths: list[str] | None = None) -> Query:
     return ENTITIES_BY_NAMES, {"ns": ns, "names": list(names), "limit": int(limit), "scope_paths": _scopes(scope_paths)}
-
-
-def entities_by_ids(ns: str, entity_ids: list[str]) -> Query:
-    return ENTITIES_BY_IDS, {"ns": ns, "entity_ids": list(entity_ids)}
-
-
-def walk_hop(ns: str, frontier: list[str], expanded: list[str], relation_types: list[str] | None,
-             limit: int, scope_paths: list[str] | None = None) -> Query:
-    return WALK_HOP, {"ns": ns, "frontier": list(frontier), "expanded": list(expanded),
-                      "types": list(relation_types) if relation_types is not None else None, "limit": int(limit),
-                      "scope_paths": _scopes(scope_paths)}
-
-
-def chunks_for_entities(ns: str, entity_ids: list[str], strategy: str, scope_paths: list[str] | None,
-                        limit: int) -> Query:
-    return CHUNKS_FOR_ENTITIES, {"ns": ns, "entity_ids": list(entity_ids), "strategy": strategy,
-                                 "scope_paths": list(scope_paths) if scope_paths is not None else None,
-                                 "limit": int(limit)}
 
 
 def stats(ns: str, cooccurs: str = COOCCURS) -> Query:

@@ -311,12 +311,6 @@ class Neo4jStore(Closing):
         return [KnownEntity(r["entity_id"], r["type"], tuple(k for k in r["keys"] if k))
                 for r in self._run(cypher.entity_keys(self.namespace))]
 
-    def search_entities(self, text: str, limit: int = 10, scope_paths: list[str] | None = None) -> list[dict]:
-        """Full-text seed lookup over entity names and aliases: [{entity_id, name, type, score}].
-        With ``scope_paths``, only entities that a chunk in those scopes mentions."""
-        query = cypher.search_entities(self.namespace, text, limit, scope_paths)
-        return [] if query is None else self._run(query)
-
     def entities_by_names(self, names: list[str], limit: int = 50, scope_paths: list[str] | None = None) -> list[dict]:
         """Entities whose normalized name or alias equals one of ``names`` (see normalize_name):
         [{entity_id, name, type, norm, chunks}] (norm: the normalized canonical name), most mentioned first."""
@@ -324,52 +318,6 @@ class Neo4jStore(Closing):
         if not names:
             return []
         return self._run(cypher.entities_by_names(self.namespace, names, limit, scope_paths))
-
-    def walk(self, entity_ids: list[str], max_hops: int, relation_types: list[str] | None = None,
-             limit: int = 200, scope_paths: list[str] | None = None) -> dict:
-        """Breadth-first over RELATED_TO from the seeds, strongest relations first, at most
-        ``cypher.MAX_WALK_HOPS`` hops (larger values are capped) and ``limit`` edges.
-
-        Returns {"nodes": [{entity_id, name, type, hop}], "edges": [{source, type, target, weight,
-        source_id, target_id}]} with edges in their stored direction and entity names as source/target.
-        With ``scope_paths``, only entities and relations evidenced by chunks in those scopes are walked.
-        """
-        if isinstance(max_hops, bool) or not isinstance(max_hops, int) or max_hops < 0:
-            raise StoreError(f"walk: max_hops must be a non-negative int, got {max_hops!r}")
-        hops = min(max_hops, cypher.MAX_WALK_HOPS)
-        seeds = self._run(cypher.entities_by_ids(self.namespace, list(dict.fromkeys(entity_ids))))
-        nodes: dict[str, dict] = {r["entity_id"]: {**r, "hop": 0} for r in seeds}
-        edges: dict[tuple[str, str, str], dict] = {}
-        frontier = list(nodes)
-        expanded: list[str] = []
-        for hop in range(1, hops + 1):
-            remaining = limit - len(edges)
-            if not frontier or remaining <= 0:
-                break
-            rows = self._run(cypher.walk_hop(self.namespace, frontier, expanded, relation_types, remaining,
-                                             scope_paths))
-            expanded.extend(frontier)
-            frontier = []
-            for r in rows:
-                key = (r["source_id"], r["type"], r["target_id"])
-                if key in edges or len(edges) >= limit:
-                    continue
-                edges[key] = {"source": r["source"], "type": r["type"], "target": r["target"],
-                              "weight": r["weight"], "source_id": r["source_id"], "target_id": r["target_id"]}
-                if r["entity_id"] not in nodes:
-                    nodes[r["entity_id"]] = {"entity_id": r["entity_id"], "name": r["name"],
-                                             "type": r["entity_type"], "hop": hop}
-                    frontier.append(r["entity_id"])
-        return {"nodes": list(nodes.values()), "edges": list(edges.values())}
-
-    def chunks_for_entities(self, entity_ids: list[str], strategy: str, scope_paths: list[str] | None = None,
-                            limit: int = 50) -> list[tuple[str, float]]:
-        """Chunks of ``strategy`` (within ``scope_paths`` when given) mentioning the entities, best first:
-        score = sum of mention counts, each weighted by 1 / ln(2 + chunks mentioning that entity)."""
-        if not entity_ids:
-            return []
-        rows = self._run(cypher.chunks_for_entities(self.namespace, entity_ids, strategy, scope_paths, limit))
-        return [(r["chunk_id"], float(r["score"])) for r in rows]
 
     def retrieval_graph_rows(self, strategy: str) -> dict[str, list[dict]]:
         """The rows ragloom.retrieval.graph_index builds its snapshot from: chunks of ``strategy`` with their

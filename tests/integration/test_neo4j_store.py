@@ -9,7 +9,6 @@ import pytest
 from ragloom.errors import StoreError
 from ragloom.extraction.extractor import COOCCURS, Extraction
 from ragloom.settings import Settings
-from ragloom.stores import cypher
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.types import Chunk, Entity, Mention, Relation, Scope
 
@@ -86,10 +85,10 @@ def test_schema_is_created_once_and_idempotent(store, neo4j_driver):
     constraints = {r["name"]: r["properties"] for r in records}
     assert constraints["ragloom_chunk_key"] == ["ns", "chunk_id"]
     assert constraints["ragloom_entity_key"] == ["ns", "entity_id"]
-    records, _, _ = neo4j_driver.execute_query("SHOW FULLTEXT INDEXES YIELD name, properties, state")
-    fulltext = {r["name"]: r for r in records}
-    assert fulltext[cypher.FULLTEXT_INDEX]["properties"] == ["name", "aliases"]
-    assert fulltext[cypher.FULLTEXT_INDEX]["state"] == "ONLINE"
+    records, _, _ = neo4j_driver.execute_query("SHOW RANGE INDEXES YIELD name, properties, state")
+    indexes = {r["name"]: r for r in records}
+    assert indexes["ragloom_entity_norm"]["properties"] == ["ns", "norm"]
+    assert indexes["ragloom_entity_norm"]["state"] == "ONLINE"
 
 
 def test_chunks_documents_next_and_parents(store, neo4j_driver, namespace):
@@ -142,7 +141,6 @@ def test_known_entities_and_alias_merge(small_graph):
                                             {"b": ("beta inc", "beta incorporated")}), [])
     row = small_graph.entities_by_names(["beta incorporated"])
     assert [(r["entity_id"], r["name"]) for r in row] == [("b", "Beta Inc")]
-    assert small_graph.search_entities("Incorporated")[0]["entity_id"] == "b"
 
 
 def test_delete_chunks_withdraws_evidence_in_one_pass(small_graph, neo4j_driver, namespace):
@@ -161,20 +159,11 @@ def test_delete_chunks_withdraws_evidence_in_one_pass(small_graph, neo4j_driver,
     assert small_graph.delete_chunks(["c1"])["chunks"] == 0  # again: nothing left to do
 
 
-def test_search_entities_full_text_with_special_characters(small_graph):
-    hits = small_graph.search_entities("beta")
-    assert hits[0]["entity_id"] == "b" and set(hits[0]) == {"entity_id", "name", "type", "score"}
-    assert hits[0]["score"] > 0
-    for text in ["AT&T (company) [x]: \"q\" ~ ^ * ? \\ / || && !", "AND OR NOT", "", "   ", *HOSTILE_NAMES]:
-        assert isinstance(small_graph.search_entities(text), list)
-    assert small_graph.search_entities("alpha", limit=1)[0]["name"] == "Alpha Corp"
-
-
-def test_search_is_scoped_to_the_namespace(small_graph, neo4j_store_factory, namespace):
+def test_lookups_are_scoped_to_the_namespace(small_graph, neo4j_store_factory, namespace):
     other = neo4j_store_factory(namespace + "_other")
     other.write_extraction(extraction([entity("b", "Beta Inc")], [], []), [])
-    assert [h["entity_id"] for h in small_graph.search_entities("Beta")] == ["b"]
-    assert len(other.search_entities("Beta")) == 1
+    assert [h["entity_id"] for h in small_graph.entities_by_names(["beta inc"])] == ["b"]
+    assert len(other.entities_by_names(["beta inc"])) == 1
     assert other.stats()["entities"] == 1 and small_graph.stats()["entities"] == 4
 
 
@@ -184,65 +173,6 @@ def test_entities_by_names_matches_normalized_names_and_aliases(small_graph):
     assert rows[0]["entity_id"] == "s"  # most mentioned first
     assert small_graph.entities_by_names([]) == []
     assert small_graph.entities_by_names(["Beta"]) == []  # names are normalized keys: callers normalize
-
-
-@pytest.fixture
-def chain(store):
-    """e0 - e1 - e2 - e3 - e4 - e5 as a chain, plus a weak side branch e1 - x, all in chunk c."""
-    store.upsert_chunks([chunk("c", "d", 0)])
-    ids = [f"e{i}" for i in range(6)]
-    ents = [entity(i, f"Entity {i}") for i in ids] + [entity("x", "Side X")]
-    rels = [Relation(a, b, COOCCURS, "c", 5) for a, b in zip(ids, ids[1:], strict=False)]
-    rels.append(Relation("e1", "x", "OWN", "c", 1))
-    store.write_extraction(extraction(ents, [Mention("c", e.entity_id, 1) for e in ents], rels), ["c"])
-    return store
-
-
-def test_walk_expands_hop_by_hop(chain):
-    one = chain.walk(["e0"], 1)
-    assert {(n["entity_id"], n["hop"]) for n in one["nodes"]} == {("e0", 0), ("e1", 1)}
-    assert one["edges"] == [{"source": "Entity e0", "type": COOCCURS, "target": "Entity e1", "weight": 5,
-                             "source_id": "e0", "target_id": "e1"}]
-    two = chain.walk(["e0"], 2)
-    assert {(n["entity_id"], n["hop"]) for n in two["nodes"]} == {("e0", 0), ("e1", 1), ("e2", 2), ("x", 2)}
-    assert chain.walk(["e0"], 0) == {"nodes": [{"entity_id": "e0", "name": "Entity e0", "type": "ORG", "hop": 0}],
-                                     "edges": []}
-
-
-def test_walk_caps_hops_and_limits_edges(chain):
-    far = chain.walk(["e0"], 50)
-    assert max(n["hop"] for n in far["nodes"]) == cypher.MAX_WALK_HOPS
-    assert "e4" not in {n["entity_id"] for n in far["nodes"]}
-    limited = chain.walk(["e2"], 3, limit=2)
-    assert len(limited["edges"]) == 2
-    for bad in (-1, 1.5, "2", True):
-        with pytest.raises(StoreError):
-            chain.walk(["e0"], bad)
-
-
-def test_walk_filters_relation_types(chain):
-    only_own = chain.walk(["e1"], 2, relation_types=["OWN"])
-    assert {n["entity_id"] for n in only_own["nodes"]} == {"e1", "x"}
-    assert chain.walk(["missing"], 2) == {"nodes": [], "edges": []}
-
-
-def test_chunks_for_entities_scores_and_filters(store):
-    shared, tenant = Scope(), Scope("acme")
-    chunks = [chunk("c1", "d1", 0, scope=shared), chunk("c2", "d1", 1, scope=shared),
-              chunk("c3", "d2", 0, scope=tenant), chunk("h1", "d1", 0, strategy="headered", scope=shared)]
-    store.upsert_chunks(chunks)
-    ents = [entity("rare", "Rare"), entity("hub", "Hub")]
-    mentions = [Mention("c1", "rare", 1), Mention("c1", "hub", 1), Mention("c2", "hub", 3), Mention("c3", "hub", 1),
-                Mention("h1", "rare", 1)]
-    store.write_extraction(extraction(ents, mentions, []), [c.chunk_id for c in chunks])
-    ranked = store.chunks_for_entities(["rare", "hub"], "recursive")
-    assert [cid for cid, _ in ranked] == ["c2", "c1", "c3"]
-    assert all(isinstance(score, float) and score > 0 for _, score in ranked)
-    assert [cid for cid, _ in store.chunks_for_entities(["rare", "hub"], "recursive",
-                                                        scope_paths=shared.visible_paths())] == ["c2", "c1"]
-    assert [cid for cid, _ in store.chunks_for_entities(["rare"], "headered")] == ["h1"]
-    assert len(store.chunks_for_entities(["rare", "hub"], "recursive", limit=1)) == 1
-    assert store.chunks_for_entities([], "recursive") == []
 
 
 def test_check_helpers_detect_bad_data(small_graph, neo4j_driver, namespace):
@@ -282,10 +212,9 @@ def test_hostile_values_are_stored_verbatim_and_delete_nothing(store, neo4j_stor
         assert all(r["aliases"] == ([] if r["name"] == HOSTILE_NAMES[4] else [HOSTILE_NAMES[4]]) for r in records)
         assert target.chunk_ids() == {cid}
         assert target.entities_by_names(HOSTILE_NAMES, limit=100)
-        assert target.search_entities(HOSTILE_NAMES[0])
-        walked = target.walk(["h0"], 2, relation_types=[HOSTILE_NAMES[5]])
-        assert walked["edges"][0]["type"] == HOSTILE_NAMES[5] and walked["edges"][0]["target"] == HOSTILE_NAMES[1]
-        assert target.chunks_for_entities(["h0"], "recursive", scope_paths=HOSTILE_NAMES) == []
+        rows = target.retrieval_graph_rows("recursive")  # the snapshot graph_rag walks: values verbatim
+        assert sorted(e["name"] for e in rows["entities"]) == sorted(HOSTILE_NAMES)
+        assert {(r["source"], r["target"], r["type"]) for r in rows["relations"]} >= {("h0", "h1", HOSTILE_NAMES[5])}
         assert target.stats()["entities"] == len(HOSTILE_NAMES)
         target.delete_chunks([cid, *HOSTILE_NAMES])
         assert target.stats()["entities"] == 0

@@ -46,11 +46,7 @@ def _builders():
         "chunk_states": (HOSTILE, HOSTILE),
         "chunk_ids": (HOSTILE, HOSTILE),
         "entity_keys": (HOSTILE,),
-        "search_entities": (HOSTILE, HOSTILE, 10),
         "entities_by_names": (HOSTILE, [HOSTILE], 5),
-        "entities_by_ids": (HOSTILE, [HOSTILE]),
-        "walk_hop": (HOSTILE, [HOSTILE], [HOSTILE], [HOSTILE], 10),
-        "chunks_for_entities": (HOSTILE, [HOSTILE], HOSTILE, [HOSTILE], 10),
         "stats": (HOSTILE, HOSTILE),
         "entity_degrees": (HOSTILE,),
         "empty_entity_names": (HOSTILE,),
@@ -60,7 +56,7 @@ def _builders():
         "retrieval_relations": (HOSTILE,),
     }
     public = {name for name, fn in inspect.getmembers(cypher, inspect.isfunction)
-              if fn.__module__ == cypher.__name__ and not name.startswith("_")} - {"lucene_query", "batched"}
+              if fn.__module__ == cypher.__name__ and not name.startswith("_")} - {"batched"}
     assert public == set(calls), f"builders without a test call: {public ^ set(calls)}"
     return calls
 
@@ -99,26 +95,6 @@ def test_clear_label_accepts_only_known_labels():
         cypher.clear_label("ns", "Entity) DETACH DELETE (n")
 
 
-def test_lucene_query_escapes_special_characters():
-    assert cypher.lucene_query('AT&T (x) [y]: "z"~2^3*?') == r'at\&t \(x\) \[y\]\: \"z\"\~2\^3\*\?'
-    assert cypher.lucene_query(r"a\b/c-d+e!f{g}|h") == r"a\\b\/c\-d\+e\!f\{g\}\|h"
-    assert cypher.lucene_query("cats AND dogs OR NOT TO") == "cats and dogs or not to"
-    assert cypher.lucene_query("  two\n\twords ") == "two words"
-
-
-def test_search_entities_with_nothing_to_search_is_none():
-    assert cypher.search_entities("ns", "   ") is None
-    assert cypher.search_entities("ns", "") is None
-    query, params = cypher.search_entities("ns", HOSTILE, 7)
-    assert params["query"] == r"x\"\}\) detach delete n \/\/" and params["limit"] == 7
-    assert params["index"] == cypher.FULLTEXT_INDEX
-
-
-def test_walk_hop_types_are_null_when_unfiltered():
-    assert cypher.walk_hop("ns", ["a"], [], None, 5)[1]["types"] is None
-    assert cypher.walk_hop("ns", ["a"], [], ["CO_OCCURS"], 5)[1]["types"] == ["CO_OCCURS"]
-
-
 def test_batched():
     assert cypher.batched(list(range(5)), 2) == [[0, 1], [2, 3], [4]]
     assert cypher.batched([], 3) == []
@@ -129,7 +105,6 @@ def test_schema_uses_composite_namespace_keys_and_is_idempotent():
     assert len(constraints) == 4
     assert all("IF NOT EXISTS" in s for s in cypher.SCHEMA)
     assert all("REQUIRE (" in s and ".ns, " in s and "IS UNIQUE" in s for s in constraints)
-    assert any("FULLTEXT INDEX" in s and "e.aliases" in s for s in cypher.SCHEMA)
 
 
 # --- no string-built Cypher in ragloom/ ----------------------------------------------------------------
