@@ -32,17 +32,25 @@ TARGET_MB_AT_100K = 200.0
 TARGET_PPR_P95_MS = 30.0
 
 
-def tile(rows: dict, copies: int, chunks_wanted: int) -> dict:
-    """``rows`` repeated with ids suffixed per copy, cut to ``chunks_wanted`` chunks."""
-    out: dict[str, list] = {"chunks": [], "entities": [], "relations": []}
+def tile(columns: dict, copies: int, chunks_wanted: int) -> dict:
+    """The store's columns repeated with ids suffixed per copy, cut to ``chunks_wanted`` chunks."""
+    def ids(values, tag):
+        return [v + tag for v in values]
+
+    def id_lists(values, tag):
+        return [[v + tag for v in vs or ()] for vs in values]
+
+    out = {table: {name: [] for name in cols} for table, cols in columns.items()}
     for n in range(copies):
         tag = f"~{n}"
-        out["entities"] += [{**e, "entity_id": e["entity_id"] + tag} for e in rows["entities"]]
-        out["chunks"] += [{**c, "chunk_id": c["chunk_id"] + tag, "entity_ids": [e + tag for e in c["entity_ids"]]}
-                          for c in rows["chunks"]]
-        out["relations"] += [{**r, "source": r["source"] + tag, "target": r["target"] + tag,
-                              "chunk_ids": [c + tag for c in r["chunk_ids"] or []]} for r in rows["relations"]]
-    out["chunks"] = out["chunks"][:chunks_wanted]
+        for table, cols in columns.items():
+            for name, values in cols.items():
+                if name in ("chunk_id", "entity_id", "source", "target"):
+                    values = ids(values, tag)
+                elif name in ("entity_ids", "chunk_ids"):
+                    values = id_lists(values, tag)
+                out[table][name] += values
+    out["chunks"] = {name: values[:chunks_wanted] for name, values in out["chunks"].items()}
     return out
 
 
@@ -68,13 +76,14 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         rows = store.retrieval_graph_rows(args.strategy)
         read_s = time.perf_counter() - started
-    base_chunks = len(rows["chunks"])
+    base_chunks = len(rows["chunks"]["chunk_id"])
     if not base_chunks:
         print(f"namespace {args.namespace!r} holds no {args.strategy} chunks: run `ragloom eval` first")
         return 1
-    mentions = sum(len(c["entity_ids"]) for c in rows["chunks"])
-    print(f"real graph {args.namespace}: {base_chunks} chunks, {len(rows['entities'])} entities, {mentions} mentions, "
-          f"{len(rows['relations'])} relations; Neo4j read {read_s:.2f}s ({read_s / base_chunks * 1e3:.2f} ms/chunk)")
+    mentions = sum(len(ids) for ids in rows["chunks"]["entity_ids"])
+    print(f"real graph {args.namespace}: {base_chunks} chunks, {len(rows['entities']['entity_id'])} entities, "
+          f"{mentions} mentions, {len(rows['relations']['source'])} relations, {len(rows['synonyms']['source'])} "
+          f"synonym edges; Neo4j read {read_s:.2f}s ({read_s / base_chunks * 1e3:.2f} ms/chunk)")
     print("| chunks | entities | nodes | edges (nnz) | memory MB | build s | walk matrix s | est. Neo4j read s "
           "| PPR p50 ms | PPR p95 ms | dense mat-vec baseline ms |")
     print("| --- " * 11 + "|")

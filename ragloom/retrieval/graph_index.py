@@ -10,6 +10,7 @@ some scopes walks only the edges its readable chunks support (``walk_matrix``).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -166,73 +167,101 @@ class RetrievalGraph:
         return total
 
 
-def build_graph(rows: Mapping[str, list[dict[str, Any]]], version: Any = None,
+COLUMNS = {
+    "chunks": ("chunk_id", "scope_path", "entity_ids", "counts"),
+    "entities": ("entity_id", "name", "type", "norm", "alias_norms"),
+    "relations": ("source", "target", "type", "chunk_ids", "chunk_weights"),
+    "synonyms": ("source", "target", "score"),
+}
+
+
+def _columns(rows: Mapping[str, Any], table: str) -> dict[str, list[Any]]:
+    """``rows[table]`` as columns: given as columns already (the store's form) or as a list of row dicts."""
+    given = rows.get(table)
+    if isinstance(given, Mapping):
+        n = len(next(iter(given.values()), []))
+        return {name: list(given.get(name) or [None] * n) for name in COLUMNS[table]}
+    given = list(given or [])
+    return {name: [r.get(name) for r in given] for name in COLUMNS[table]}
+
+
+def _lookup(index: Mapping[str, int], keys: Iterable[Any], count: int) -> np.ndarray:
+    """Each key's position in ``index`` (-1 when absent), as an int64 array."""
+    get = index.get
+    return np.fromiter((get(k, -1) for k in keys), dtype=np.int64, count=count)
+
+
+def _flat(lists: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
+    """The items of ``lists`` end to end, and the length of each list (None counts as empty)."""
+    lengths = np.fromiter((len(x) if x else 0 for x in lists), dtype=np.int64, count=len(lists))
+    return list(itertools.chain.from_iterable(x for x in lists if x)), lengths
+
+
+def build_graph(rows: Mapping[str, Any], version: Any = None,
                 normalize: Callable[[str], str] | None = None) -> RetrievalGraph:
-    """A snapshot from the store's rows: ``chunks`` [{chunk_id, scope_path, entity_ids, counts}], ``entities``
-    [{entity_id, name, type, norm, alias_norms}], ``relations`` [{source, target, type, chunk_ids,
-    chunk_weights}] and optionally ``synonyms`` [{source, target, score}]. Relations and synonyms naming an
-    unknown entity, and evidence from chunks outside ``chunks`` (another strategy's), are ignored."""
+    """A snapshot from the store's columns (or the same tables as lists of row dicts): ``chunks`` {chunk_id,
+    scope_path, entity_ids, counts}, ``entities`` {entity_id, name, type, norm, alias_norms}, ``relations``
+    {source, target, type, chunk_ids, chunk_weights} and optionally ``synonyms`` {source, target, score}.
+    Relations and synonyms naming an unknown entity, and evidence from chunks outside ``chunks`` (another
+    strategy's), are ignored."""
     started = time.perf_counter()
-    entities = rows.get("entities", [])
-    entity_index = {e["entity_id"]: i for i, e in enumerate(entities)}
-    names = [e.get("name") or "" for e in entities]
-    types = [e.get("type") or "" for e in entities]
+    entities = _columns(rows, "entities")
+    entity_index = {e: i for i, e in enumerate(entities["entity_id"])}
+    n = len(entities["entity_id"])
+    names = [x or "" for x in entities["name"]]
+    types = [x or "" for x in entities["type"]]
     norm_index: dict[str, list[int]] = {}
-    for i, e in enumerate(entities):
-        keys = [e.get("norm") or (normalize(names[i]) if normalize else names[i].casefold())]
-        keys += list(e.get("alias_norms") or [])
+    for i, (norm, aliases) in enumerate(zip(entities["norm"], entities["alias_norms"], strict=True)):
+        keys = [norm or (normalize(names[i]) if normalize else names[i].casefold()), *(aliases or ())]
         for key in dict.fromkeys(k for k in keys if k):
             norm_index.setdefault(key, []).append(i)
 
-    chunks = rows.get("chunks", [])
-    chunk_ids = [c["chunk_id"] for c in chunks]
+    chunks = _columns(rows, "chunks")
+    chunk_ids = list(chunks["chunk_id"])
     chunk_index = {c: i for i, c in enumerate(chunk_ids)}
     scopes: dict[str, int] = {}
-    chunk_scope = np.array([scopes.setdefault(c.get("scope_path") or "", len(scopes)) for c in chunks], dtype=np.int32)
-    m_rows, m_cols, m_vals = [], [], []
-    for i, c in enumerate(chunks):
-        for entity_id, count in zip(c.get("entity_ids") or (), c.get("counts") or (), strict=False):
-            j = entity_index.get(entity_id)
-            if j is not None:
-                m_rows.append(i)
-                m_cols.append(j)
-                m_vals.append(float(count or 1))
-    mentions = sp.csr_matrix((np.array(m_vals, dtype=np.float32), (np.array(m_rows, dtype=np.int32),
-                              np.array(m_cols, dtype=np.int32))), shape=(len(chunks), len(entities)))
+    chunk_scope = np.array([scopes.setdefault(p or "", len(scopes)) for p in chunks["scope_path"]], dtype=np.int32)
+    mentioned, per_chunk = _flat(chunks["entity_ids"])
+    counts, _ = _flat(chunks["counts"])
+    m_rows = np.repeat(np.arange(len(chunk_ids), dtype=np.int64), per_chunk)
+    m_cols = _lookup(entity_index, mentioned, len(mentioned))
+    m_vals = np.array([float(c or 1) for c in counts], dtype=np.float32) if len(counts) == len(mentioned) \
+        else np.ones(len(mentioned), dtype=np.float32)
+    known = m_cols >= 0
+    mentions = sp.csr_matrix((m_vals[known], (m_rows[known], m_cols[known])), shape=(len(chunk_ids), n))
     mentions.sum_duplicates()
 
-    pairs, kinds, e_rows, e_cols, e_vals = [], [], [], [], []
-    for r in rows.get("relations", []):
-        a, b = entity_index.get(r["source"]), entity_index.get(r["target"])
-        if a is None or b is None or a == b:
-            continue
-        support = [(chunk_index[c], float(w)) for c, w in zip(r.get("chunk_ids") or (), r.get("chunk_weights") or (),
-                                                              strict=False) if c in chunk_index]
-        if not support:
-            continue
-        k = len(pairs)
-        pairs.append((a, b))
-        kinds.append(r.get("type") or COOCCURS)
-        for chunk, weight in support:
-            e_rows.append(k)
-            e_cols.append(chunk)
-            e_vals.append(weight)
-    evidence = sp.csr_matrix((np.array(e_vals, dtype=np.float32), (np.array(e_rows, dtype=np.int32),
-                              np.array(e_cols, dtype=np.int32))), shape=(len(pairs), len(chunks)))
-    s_rows, s_cols, s_vals = [], [], []
-    for s in rows.get("synonyms", []):
-        a, b = entity_index.get(s["source"]), entity_index.get(s["target"])
-        if a is not None and b is not None and a != b:
-            s_rows.append(a)
-            s_cols.append(b)
-            s_vals.append(float(s.get("score") or 1.0))
-    n = len(entities)
-    synonyms = sp.csr_matrix((np.array(s_vals, dtype=np.float32), (np.array(s_rows, dtype=np.int32),
-                              np.array(s_cols, dtype=np.int32))), shape=(n, n))
+    relations = _columns(rows, "relations")
+    n_rel = len(relations["source"])
+    a = _lookup(entity_index, relations["source"], n_rel)
+    b = _lookup(entity_index, relations["target"], n_rel)
+    evidence_chunks, per_relation = _flat(relations["chunk_ids"])
+    weights, _ = _flat(relations["chunk_weights"])
+    e_rel = np.repeat(np.arange(n_rel, dtype=np.int64), per_relation)
+    e_chunk = _lookup(chunk_index, evidence_chunks, len(evidence_chunks))
+    e_vals = np.array(weights, dtype=np.float32) if len(weights) == len(evidence_chunks) \
+        else np.ones(len(evidence_chunks), dtype=np.float32)
+    valid = (a >= 0) & (b >= 0) & (a != b)
+    supported = e_chunk >= 0
+    supported &= valid[e_rel] if n_rel else supported
+    kept = np.zeros(n_rel, dtype=bool)
+    kept[e_rel[supported]] = True  # a relation with no evidence among these chunks is not an edge
+    renumber = np.cumsum(kept) - 1
+    evidence = sp.csr_matrix((e_vals[supported], (renumber[e_rel[supported]], e_chunk[supported])),
+                             shape=(int(kept.sum()), len(chunk_ids)))
+    pairs = np.stack([a[kept], b[kept]], axis=1).astype(np.int32).reshape(-1, 2)
+    kinds = [t or COOCCURS for t, k in zip(relations["type"], kept, strict=True) if k]
+
+    synonyms_in = _columns(rows, "synonyms")
+    n_syn = len(synonyms_in["source"])
+    sa = _lookup(entity_index, synonyms_in["source"], n_syn)
+    sb = _lookup(entity_index, synonyms_in["target"], n_syn)
+    s_vals = np.array([float(x or 1.0) for x in synonyms_in["score"]], dtype=np.float32)
+    ok = (sa >= 0) & (sb >= 0) & (sa != sb)
+    synonyms = sp.csr_matrix((s_vals[ok], (sa[ok], sb[ok])), shape=(n, n))
     graph = RetrievalGraph(
         version=version, chunk_ids=chunk_ids, chunk_scope=chunk_scope, scopes=list(scopes), entity_names=names,
-        entity_types=types, norm_index=norm_index, mentions=mentions,
-        relation_pairs=np.array(pairs, dtype=np.int32).reshape(-1, 2), relation_types=kinds,
+        entity_types=types, norm_index=norm_index, mentions=mentions, relation_pairs=pairs, relation_types=kinds,
         relation_evidence=evidence, synonyms=synonyms)
     graph.load_seconds = time.perf_counter() - started
     return graph

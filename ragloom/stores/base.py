@@ -39,11 +39,11 @@ class VectorStore(Protocol):
 
 class GraphStore(Protocol):
     """What graph retrieval reads (``Neo4jStore``): a version that changes with the graph of a chunking
-    strategy, and that graph's rows (ragloom.retrieval.graph_index builds its in-process snapshot from them)."""
+    strategy, and that graph as columns (ragloom.retrieval.graph_index builds its in-process snapshot from them)."""
 
     def graph_version(self, strategy: str) -> str | None: ...
 
-    def retrieval_graph_rows(self, strategy: str) -> dict[str, list[dict[str, Any]]]: ...
+    def retrieval_graph_rows(self, strategy: str) -> dict[str, dict[str, list[Any]]]: ...
 
 
 class Closing:

@@ -319,14 +319,15 @@ class Neo4jStore(Closing):
             return []
         return self._run(cypher.entities_by_names(self.namespace, names, limit, scope_paths))
 
-    def retrieval_graph_rows(self, strategy: str) -> dict[str, list[dict]]:
-        """The rows ragloom.retrieval.graph_index builds its snapshot from: chunks of ``strategy`` with their
-        mentions, the namespace's entities, relations (with per-chunk evidence) and SYNONYM edges."""
-        return {"chunks": self._run(cypher.retrieval_chunks(self.namespace, strategy)),
-                "entities": self._run(cypher.retrieval_entities(self.namespace)),
-                "relations": self._run(cypher.retrieval_relations(self.namespace)),
-                "synonyms": [{"source": r["source_id"], "target": r["target_id"], "score": r["score"]}
-                             for r in self.synonyms()]}
+    def retrieval_graph_rows(self, strategy: str) -> dict[str, dict[str, list]]:
+        """The graph ragloom.retrieval.graph_index builds its snapshot from, as columns (one list per field):
+        ``chunks`` of ``strategy`` {chunk_id, scope_path, entity_ids, counts}, the namespace's ``entities``
+        {entity_id, name, type, norm, alias_norms}, ``relations`` {source, target, type, chunk_ids,
+        chunk_weights} (per-chunk evidence) and ``synonyms`` {source, target, score}."""
+        return {"chunks": self._run(cypher.retrieval_chunks(self.namespace, strategy))[0],
+                "entities": self._run(cypher.retrieval_entities(self.namespace))[0],
+                "relations": self._run(cypher.retrieval_relations(self.namespace))[0],
+                "synonyms": self._run(cypher.retrieval_synonyms(self.namespace))[0]}
 
     def stats(self, top: int = 10) -> dict:
         """Counts, the ``top`` entities by degree, and every entity's degree (for a histogram)."""

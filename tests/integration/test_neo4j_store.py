@@ -213,8 +213,11 @@ def test_hostile_values_are_stored_verbatim_and_delete_nothing(store, neo4j_stor
         assert target.chunk_ids() == {cid}
         assert target.entities_by_names(HOSTILE_NAMES, limit=100)
         rows = target.retrieval_graph_rows("recursive")  # the snapshot graph_rag walks: values verbatim
-        assert sorted(e["name"] for e in rows["entities"]) == sorted(HOSTILE_NAMES)
-        assert {(r["source"], r["target"], r["type"]) for r in rows["relations"]} >= {("h0", "h1", HOSTILE_NAMES[5])}
+        assert sorted(rows["entities"]["name"]) == sorted(HOSTILE_NAMES)
+        relations = rows["relations"]
+        assert ("h0", "h1", HOSTILE_NAMES[5], [cid]) in zip(relations["source"], relations["target"], relations["type"],
+                                                            relations["chunk_ids"], strict=True)
+        assert rows["chunks"]["chunk_id"] == [cid] and rows["chunks"]["scope_path"] == ["__shared__"]
         assert target.stats()["entities"] == len(HOSTILE_NAMES)
         target.delete_chunks([cid, *HOSTILE_NAMES])
         assert target.stats()["entities"] == 0

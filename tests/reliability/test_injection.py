@@ -109,9 +109,9 @@ def test_hostile_strings_round_trip_through_sync_graph(neo4j_driver, namespace, 
                 hits = store.entities_by_names([normalize_name(entity.name)])
                 assert entity.entity_id in {h["entity_id"] for h in hits}
             snapshot = store.retrieval_graph_rows(STRATEGY)  # what graph_rag reads back, values verbatim
-            assert sorted((r["chunk_id"], r["scope_path"]) for r in snapshot["chunks"]) == \
+            assert sorted(zip(snapshot["chunks"]["chunk_id"], snapshot["chunks"]["scope_path"], strict=True)) == \
                 sorted((c.chunk_id, c.scope.path) for c in chunks)
-            assert {r["entity_id"] for r in snapshot["entities"]} == {e.entity_id for e in expected.entities}
+            assert set(snapshot["entities"]["entity_id"]) == {e.entity_id for e in expected.entities}
             stats["entities_round_tripped"] += len(expected.entities)
             sync_graph(store, extractor, STRATEGY, [])  # removing every chunk leaves nothing behind
             assert graph_rows(neo4j_driver, ns) == {"chunks": [], "entities": [], "mentions": []}

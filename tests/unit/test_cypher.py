@@ -54,6 +54,7 @@ def _builders():
         "retrieval_chunks": (HOSTILE, HOSTILE),
         "retrieval_entities": (HOSTILE,),
         "retrieval_relations": (HOSTILE,),
+        "retrieval_synonyms": (HOSTILE,),
     }
     public = {name for name, fn in inspect.getmembers(cypher, inspect.isfunction)
               if fn.__module__ == cypher.__name__ and not name.startswith("_")} - {"batched"}
