@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from ragloom.errors import ConfigError
 
@@ -40,20 +41,13 @@ def _env(name: str, default: str) -> str:
     return default if value is None or value == "" else value
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_number(name: str, default: int | float) -> int | float:
+    """An int or a float, as the default is."""
     raw = _env(name, str(default))
     try:
-        return int(raw)
+        return type(default)(raw)
     except ValueError as e:
-        raise ConfigError(f"{name}={raw!r} is not an integer") from e
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = _env(name, str(default))
-    try:
-        return float(raw)
-    except ValueError as e:
-        raise ConfigError(f"{name}={raw!r} is not a number") from e
+        raise ConfigError(f"{name}={raw!r} is not {'an integer' if isinstance(default, int) else 'a number'}") from e
 
 
 def _env_list(name: str, default: tuple[str, ...], *, formerly: str = "", empty_ok: bool = False
@@ -69,6 +63,41 @@ def _env_list(name: str, default: tuple[str, ...], *, formerly: str = "", empty_
 
 
 SUMMARY_MODES = ("auto", "extractive", "llm")
+
+
+# Where a field's variable is not RAGLOOM_<FIELD>, or its value needs more than parsing by the default's type.
+_ENV_NAMES = {"artifacts_path": "RAGLOOM_ARTIFACTS_DIR"}
+_FORMER_NAMES = {"chunkings": "RAGLOOM_STRATEGIES", "graph_chunkings": "RAGLOOM_GRAPH_STRATEGIES"}
+_EMPTY_MEANS_NONE = ("graph_chunkings", "summary_chunkings")  # else an empty list means the default
+_UNDER_DATA_DIR = {"uploads_dir": "uploads", "artifacts_path": "artifacts", "service_keys_file": "service/keys.json"}
+_GENERATED_SECRETS = {"weaviate_api_key": "weaviate.api_key", "neo4j_password": "neo4j.password",
+                      "postgres_password": "postgres.password", "redis_password": "redis.password"}
+_UPPER_CASE = ("weaviate_write_consistency", "weaviate_read_consistency")
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable that sets a Settings field."""
+    return _ENV_NAMES.get(field_name, "RAGLOOM_" + field_name.upper())
+
+
+def _field_from_env(field_name: str, default: Any, data_dir: Path) -> Any:
+    """A field's value from its variable, parsed by the type of its default (Path, tuple, int, float or str)."""
+    name = env_name(field_name)
+    if field_name in _UNDER_DATA_DIR:
+        default = data_dir / _UNDER_DATA_DIR[field_name]
+    if isinstance(default, Path):
+        return Path(_env(name, str(default))).expanduser()
+    if isinstance(default, tuple):
+        return _env_list(name, default, formerly=_FORMER_NAMES.get(field_name, ""),
+                         empty_ok=field_name in _EMPTY_MEANS_NONE)
+    if isinstance(default, int | float) and not isinstance(default, bool):
+        return _env_number(name, default)
+    if not isinstance(default, str):
+        raise TypeError(f"Settings.{field_name}: no parser for a {type(default).__name__} field")
+    value = _env(name, default)
+    if field_name in _GENERATED_SECRETS:
+        value = value or _generated_secret(data_dir, _GENERATED_SECRETS[field_name])
+    return value.upper() if field_name in _UPPER_CASE else value
 
 
 def _generated_secret(data_dir: Path, name: str) -> str:
@@ -197,96 +226,14 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
+        """Every field from its environment variable (``env_name``), else its default."""
         d = cls()
         data_dir = Path(_env("RAGLOOM_DATA_DIR", str(d.data_dir))).expanduser()
-        s = cls(
-            cache_dir=Path(_env("RAGLOOM_CACHE_DIR", str(d.cache_dir))).expanduser(),
-            data_dir=data_dir,
-            docs_dir=Path(_env("RAGLOOM_DOCS_DIR", str(d.docs_dir))).expanduser(),
-            uploads_dir=Path(_env("RAGLOOM_UPLOADS_DIR", str(data_dir / "uploads"))).expanduser(),
-            artifacts_path=Path(_env("RAGLOOM_ARTIFACTS_DIR", str(data_dir / "artifacts"))).expanduser(),
-            eval_data_dir=Path(_env("RAGLOOM_EVAL_DATA_DIR", str(d.eval_data_dir))).expanduser(),
-            weaviate_version=_env("RAGLOOM_WEAVIATE_VERSION", d.weaviate_version),
-            weaviate_binary=_env("RAGLOOM_WEAVIATE_BINARY", ""),
-            weaviate_host=_env("RAGLOOM_WEAVIATE_HOST", d.weaviate_host),
-            weaviate_http_port=_env_int("RAGLOOM_WEAVIATE_HTTP_PORT", d.weaviate_http_port),
-            weaviate_grpc_port=_env_int("RAGLOOM_WEAVIATE_GRPC_PORT", d.weaviate_grpc_port),
-            weaviate_api_key=_env("RAGLOOM_WEAVIATE_API_KEY", "") or _generated_secret(data_dir, "weaviate.api_key"),
-            weaviate_url=_env("RAGLOOM_WEAVIATE_URL", ""),
-            collection_prefix=_env("RAGLOOM_COLLECTION_PREFIX", d.collection_prefix),
-            weaviate_replication_factor=_env_int("RAGLOOM_WEAVIATE_REPLICATION_FACTOR",
-                                                 d.weaviate_replication_factor),
-            weaviate_write_consistency=_env("RAGLOOM_WEAVIATE_WRITE_CONSISTENCY", d.weaviate_write_consistency).upper(),
-            weaviate_read_consistency=_env("RAGLOOM_WEAVIATE_READ_CONSISTENCY", d.weaviate_read_consistency).upper(),
-            weaviate_nodes=_env_int("RAGLOOM_WEAVIATE_NODES", d.weaviate_nodes),
-            neo4j_version=_env("RAGLOOM_NEO4J_VERSION", d.neo4j_version),
-            neo4j_uri=_env("RAGLOOM_NEO4J_URI", ""),
-            neo4j_bolt_port=_env_int("RAGLOOM_NEO4J_BOLT_PORT", d.neo4j_bolt_port),
-            neo4j_http_port=_env_int("RAGLOOM_NEO4J_HTTP_PORT", d.neo4j_http_port),
-            neo4j_user=_env("RAGLOOM_NEO4J_USER", d.neo4j_user),
-            neo4j_password=_env("RAGLOOM_NEO4J_PASSWORD", "") or _generated_secret(data_dir, "neo4j.password"),
-            neo4j_heap=_env("RAGLOOM_NEO4J_HEAP", d.neo4j_heap),
-            neo4j_pagecache=_env("RAGLOOM_NEO4J_PAGECACHE", d.neo4j_pagecache),
-            graph_namespace=_env("RAGLOOM_GRAPH_NAMESPACE", d.graph_namespace),
-            graph_synonym_threshold=_env_float("RAGLOOM_GRAPH_SYNONYM_THRESHOLD", d.graph_synonym_threshold),
-            graph_synonym_neighbours=_env_int("RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS", d.graph_synonym_neighbours),
-            executor=_env("RAGLOOM_EXECUTOR", d.executor),
-            postgres_port=_env_int("RAGLOOM_POSTGRES_PORT", d.postgres_port),
-            postgres_password=_env("RAGLOOM_POSTGRES_PASSWORD", "") or _generated_secret(data_dir, "postgres.password"),
-            redis_port=_env_int("RAGLOOM_REDIS_PORT", d.redis_port),
-            redis_password=_env("RAGLOOM_REDIS_PASSWORD", "") or _generated_secret(data_dir, "redis.password"),
-            celery_workers=_env_int("RAGLOOM_CELERY_WORKERS", d.celery_workers),
-            code_server_port=_env_int("RAGLOOM_CODE_SERVER_PORT", d.code_server_port),
-            embed_model=_env("RAGLOOM_EMBED_MODEL", ""),
-            embed_backend=_env("RAGLOOM_EMBED_BACKEND", d.embed_backend),
-            embed_device=_env("RAGLOOM_EMBED_DEVICE", d.embed_device),
-            embed_batch_size=_env_int("RAGLOOM_EMBED_BATCH_SIZE", d.embed_batch_size),
-            rerank_model=_env("RAGLOOM_RERANK_MODEL", d.rerank_model),
-            rerank_backend=_env("RAGLOOM_RERANK_BACKEND", d.rerank_backend),
-            bm25_k1=_env_float("RAGLOOM_BM25_K1", d.bm25_k1),
-            bm25_b=_env_float("RAGLOOM_BM25_B", d.bm25_b),
-            result_cache_ttl_seconds=_env_int("RAGLOOM_RESULT_CACHE_TTL_SECONDS", d.result_cache_ttl_seconds),
-            result_cache_size=_env_int("RAGLOOM_RESULT_CACHE_SIZE", d.result_cache_size),
-            spacy_model=_env("RAGLOOM_SPACY_MODEL", ""),
-            spacy_processes=_env_int("RAGLOOM_SPACY_PROCESSES", d.spacy_processes),
-            spacy_gemm=_env("RAGLOOM_SPACY_GEMM", d.spacy_gemm),
-            chunkings=_env_list("RAGLOOM_CHUNKINGS", d.chunkings, formerly="RAGLOOM_STRATEGIES"),
-            graph_chunkings=_env_list("RAGLOOM_GRAPH_CHUNKINGS", d.graph_chunkings, formerly="RAGLOOM_GRAPH_STRATEGIES",
-                                      empty_ok=True),
-            summary_chunkings=_env_list("RAGLOOM_SUMMARY_CHUNKINGS", d.summary_chunkings, empty_ok=True),
-            summary_mode=_env("RAGLOOM_SUMMARY_MODE", d.summary_mode),
-            summary_tokens=_env_int("RAGLOOM_SUMMARY_TOKENS", d.summary_tokens),
-            summary_window=_env_int("RAGLOOM_SUMMARY_WINDOW", d.summary_window),
-            schedule_cron=_env("RAGLOOM_SCHEDULE_CRON", d.schedule_cron),
-            schedule_timezone=_env("RAGLOOM_SCHEDULE_TIMEZONE", d.schedule_timezone),
-            sensor_interval_seconds=_env_int("RAGLOOM_SENSOR_INTERVAL_SECONDS", d.sensor_interval_seconds),
-            stack_timeout_seconds=_env_int("RAGLOOM_STACK_TIMEOUT_SECONDS", d.stack_timeout_seconds),
-            **_llm_endpoint(data_dir),
-            llm_timeout_seconds=_env_float("RAGLOOM_LLM_TIMEOUT_SECONDS", d.llm_timeout_seconds),
-            llm_max_retries=_env_int("RAGLOOM_LLM_MAX_RETRIES", d.llm_max_retries),
-            llm_max_concurrency=_env_int("RAGLOOM_LLM_MAX_CONCURRENCY", d.llm_max_concurrency),
-            llm_max_tokens=_env_int("RAGLOOM_LLM_MAX_TOKENS", d.llm_max_tokens),
-            llm_temperature=_env_float("RAGLOOM_LLM_TEMPERATURE", d.llm_temperature),
-            llm_transforms=_env_list("RAGLOOM_LLM_TRANSFORMS", d.llm_transforms),
-            llm_transform_timeout_seconds=_env_float("RAGLOOM_LLM_TRANSFORM_TIMEOUT_SECONDS",
-                                                     d.llm_transform_timeout_seconds),
-            llm_generation=_env("RAGLOOM_LLM_GENERATION", d.llm_generation),
-            llm_context_tokens=_env_int("RAGLOOM_LLM_CONTEXT_TOKENS", d.llm_context_tokens),
-            llm_reflect_rounds=_env_int("RAGLOOM_LLM_REFLECT_ROUNDS", d.llm_reflect_rounds),
-            llama_cpp_version=_env("RAGLOOM_LLAMA_CPP_VERSION", d.llama_cpp_version),
-            llm_server_binary=_env("RAGLOOM_LLM_SERVER_BINARY", ""),
-            llm_model_package=_env("RAGLOOM_LLM_MODEL_PACKAGE", d.llm_model_package),
-            llm_port=_env_int("RAGLOOM_LLM_PORT", d.llm_port),
-            llm_threads=_env_int("RAGLOOM_LLM_THREADS", d.llm_threads),
-            service_host=_env("RAGLOOM_SERVICE_HOST", d.service_host),
-            service_port=_env_int("RAGLOOM_SERVICE_PORT", d.service_port),
-            service_max_body_bytes=_env_int("RAGLOOM_SERVICE_MAX_BODY_BYTES", d.service_max_body_bytes),
-            service_rate_per_minute=_env_int("RAGLOOM_SERVICE_RATE_PER_MINUTE", d.service_rate_per_minute),
-            service_workers=_env_int("RAGLOOM_SERVICE_WORKERS", d.service_workers),
-            service_sweep_seconds=_env_int("RAGLOOM_SERVICE_SWEEP_SECONDS", d.service_sweep_seconds),
-            service_keys_file=Path(_env("RAGLOOM_SERVICE_KEYS_FILE", str(data_dir / "service" / "keys.json"))
-                                   ).expanduser(),
-        )
+        values: dict[str, Any] = {"data_dir": data_dir, **_llm_endpoint(data_dir)}
+        for f in fields(cls):
+            if f.name not in values:
+                values[f.name] = _field_from_env(f.name, getattr(d, f.name), data_dir)
+        s = cls(**values)
         s.validate()
         return s
 

@@ -225,14 +225,22 @@ class NlpResource(SettingsResource):
         return extractor_for(self.settings())
 
 
-def default_resources() -> dict[str, Any]:
-    artifacts = ArtifactStore()
+def default_resources(work_dir: Path | str | None = None, *, collection_prefix: str | None = None,
+                      graph_namespace: str | None = None) -> dict[str, Any]:
+    """The code location's resources, every value from the environment. A pipeline kept apart from it (a test,
+    an experiment) passes ``work_dir`` (its docs/, uploads/ and artifacts/ folders) and its own collection prefix
+    and graph namespace; replace any entry for more."""
+
+    def under(name: str) -> str | None:
+        return None if work_dir is None else str(Path(work_dir) / name)
+
+    artifacts = ArtifactStore(base_dir=under("artifacts"))
     return {
-        "corpus": CorpusResource(),
+        "corpus": CorpusResource(docs_dir=under("docs"), uploads_dir=under("uploads")),
         "artifacts": artifacts,
         "io_manager": ParquetIOManager(artifacts=artifacts),
-        "weaviate": WeaviateResource(),
-        "neo4j": Neo4jResource(),
+        "weaviate": WeaviateResource(collection_prefix=collection_prefix),
+        "neo4j": Neo4jResource(namespace=graph_namespace),
         "embedder": EmbedderResource(),
         "nlp": NlpResource(),
     }

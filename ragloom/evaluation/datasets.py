@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +46,12 @@ class EvalDataset:
     @property
     def has_passages(self) -> bool:
         return bool(self.passage_qrels)
+
+    def restricted_to(self, document_ids: Iterable[str]) -> EvalDataset:
+        """The dataset on these documents only, with the queries whose relevant documents are all among them."""
+        keep = set(document_ids)
+        return dataclasses.replace(self, documents=[d for d in self.documents if d.document_id in keep],
+                                   queries=[q for q in self.queries if set(self.qrels[q.query_id]) <= keep])
 
     def passages_by_document(self) -> dict[str, list[Passage]]:
         out: dict[str, list[Passage]] = {}

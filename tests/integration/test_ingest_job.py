@@ -15,29 +15,13 @@ import pytest
 
 from pipelines.definitions import build_defs
 from ragloom.settings import SAMPLE_CORPUS, Settings
-from resources import (
-    ArtifactStore,
-    CorpusResource,
-    EmbedderResource,
-    Neo4jResource,
-    NlpResource,
-    ParquetIOManager,
-    WeaviateResource,
-)
+from resources import NlpResource, default_resources
 
 
-def _defs(settings: Settings, namespace: str, tmp_path, docs_dir, nlp: NlpResource | None = None):
-    artifacts = ArtifactStore(base_dir=str(tmp_path / "artifacts"))
-    resources = {
-        "corpus": CorpusResource(docs_dir=str(docs_dir), uploads_dir=str(tmp_path / "uploads")),
-        "artifacts": artifacts,
-        "io_manager": ParquetIOManager(artifacts=artifacts),
-        "weaviate": WeaviateResource(collection_prefix=namespace, api_key=settings.weaviate_api_key),
-        "neo4j": Neo4jResource(namespace=namespace, password=settings.neo4j_password),
-        "embedder": EmbedderResource(),
-        "nlp": nlp or NlpResource(),
-    }
-    return build_defs(settings, resources)
+def _defs(settings: Settings, namespace: str, work: Path, nlp: NlpResource | None = None):
+    """The repo's Definitions on ``work``/docs, in this test's collections and graph namespace."""
+    resources = default_resources(work, collection_prefix=namespace, graph_namespace=namespace)
+    return build_defs(settings, {**resources, "nlp": nlp or NlpResource()})
 
 
 def _run(defs):
@@ -59,7 +43,7 @@ def corpus(tmp_path):
 
 
 def test_ingest_rerun_edit_delete(settings, weaviate_store_factory, neo4j_store_factory, namespace, tmp_path, corpus):
-    defs = _defs(settings, namespace, tmp_path, corpus)
+    defs = _defs(settings, namespace, tmp_path)
     wv, graph = weaviate_store_factory(namespace), neo4j_store_factory(namespace)
     first = _run(defs)
     documents = first["documents"]["documents"]
@@ -108,14 +92,14 @@ MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / 
 def test_graph_asset_extracts_in_worker_processes_inside_a_run(settings, weaviate_store_factory, neo4j_store_factory,
                                                                  namespace, tmp_path):
     """The graph asset forks spaCy workers from a run process that holds open Weaviate and Neo4j clients."""
-    docs = tmp_path / "musique"
+    docs = tmp_path / "docs"
     docs.mkdir()
     with MUSIQUE.open(encoding="utf-8") as handle:
         for _, line in zip(range(300), handle, strict=False):
             row = json.loads(line)
             (docs / f"{row['_id']}.txt").write_text(row["text"], encoding="utf-8")
     recursive_only = dataclasses.replace(settings, chunkings=("recursive",), graph_chunkings=("recursive",))
-    defs = _defs(recursive_only, namespace, tmp_path, docs, nlp=NlpResource(processes=2))
+    defs = _defs(recursive_only, namespace, tmp_path, nlp=NlpResource(processes=2))
     weaviate_store_factory(namespace)  # the run's collections: dropped, and checked gone, at teardown
     graph = neo4j_store_factory(namespace)
     first = _run(defs)

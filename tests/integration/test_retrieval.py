@@ -99,11 +99,7 @@ GRAPH_BEATS_HYBRID = [  # (question, k, gold paragraph graph_rag reaches and hyb
 
 @pytest.fixture(scope="module")
 def musique():
-    dataset = load_dataset(DATA / "musique")
-    keep = {f"mq{i:04d}" for a, b in MUSIQUE_RANGES for i in range(a, b)}
-    dataset.documents = [d for d in dataset.documents if d.document_id in keep]
-    dataset.queries = [q for q in dataset.queries if set(dataset.qrels[q.query_id]) <= keep]
-    return dataset
+    return load_dataset(DATA / "musique").restricted_to(f"mq{i:04d}" for a, b in MUSIQUE_RANGES for i in range(a, b))
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +112,7 @@ OBLIQA_DOCUMENTS = ("32", "25", "16", "15")  # the four shortest rulebooks that 
 
 @pytest.fixture(scope="module")
 def obliqa():
-    dataset = load_dataset(DATA / "obliqa")
-    dataset.documents = [d for d in dataset.documents if d.document_id in OBLIQA_DOCUMENTS]
-    dataset.queries = [q for q in dataset.queries if set(dataset.qrels[q.query_id]) <= set(OBLIQA_DOCUMENTS)]
-    return dataset
+    return load_dataset(DATA / "obliqa").restricted_to(OBLIQA_DOCUMENTS)
 
 
 @pytest.fixture(scope="module")

@@ -30,10 +30,7 @@ NO_POST = {"abstain": False, "dedup": False}
 
 @pytest.fixture(scope="module")
 def obliqa():
-    dataset = load_dataset(DATA / "obliqa")
-    dataset.documents = [d for d in dataset.documents if d.document_id in DOCUMENTS]
-    dataset.queries = [q for q in dataset.queries if set(dataset.qrels[q.query_id]) <= set(DOCUMENTS)]
-    return dataset
+    return load_dataset(DATA / "obliqa").restricted_to(DOCUMENTS)
 
 
 @pytest.fixture(scope="module")

@@ -33,15 +33,7 @@ from ragloom.settings import REPO_ROOT, Settings
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.stores.weaviate import WeaviateStore
 from ragloom.types import Scope
-from resources import (
-    ArtifactStore,
-    CorpusResource,
-    EmbedderResource,
-    Neo4jResource,
-    NlpResource,
-    ParquetIOManager,
-    WeaviateResource,
-)
+from resources import CorpusResource, default_resources
 
 STRATEGY = "recursive"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -105,7 +97,7 @@ def service(settings, module_weaviate_store_factory, module_neo4j_store_factory,
     root = tmp_path_factory.mktemp("service")
     tag = uuid.uuid4().hex[:10]
     prefix, graph_ns = f"TestSvc{tag}", f"test_svc_{tag}"
-    docs, uploads, artifacts = root / "docs", root / "uploads", root / "artifacts"
+    docs, uploads = root / "docs", root / "uploads"
     docs.mkdir()
     uploads.mkdir()
     for name, (scope, text) in CORPUS.items():
@@ -115,14 +107,7 @@ def service(settings, module_weaviate_store_factory, module_neo4j_store_factory,
             (docs / f"{name}.meta.json").write_text(json.dumps(sidecar))
     ns_settings = dataclasses.replace(settings, collection_prefix=prefix, graph_namespace=graph_ns,
                                       chunkings=(STRATEGY,), graph_chunkings=(STRATEGY,))
-    store = ArtifactStore(base_dir=str(artifacts))
-    defs = build_defs(ns_settings, {
-        "corpus": CorpusResource(docs_dir=str(docs), uploads_dir=str(uploads)),
-        "artifacts": store, "io_manager": ParquetIOManager(artifacts=store),
-        "weaviate": WeaviateResource(collection_prefix=prefix, api_key=settings.weaviate_api_key),
-        "neo4j": Neo4jResource(namespace=graph_ns, password=settings.neo4j_password),
-        "embedder": EmbedderResource(), "nlp": NlpResource(),
-    })
+    defs = build_defs(ns_settings, default_resources(root, collection_prefix=prefix, graph_namespace=graph_ns))
     vectors, graph = module_weaviate_store_factory(prefix), module_neo4j_store_factory(graph_ns)
     key_file = root / "keys.json"
     keystore = KeyStore(key_file)
@@ -130,7 +115,7 @@ def service(settings, module_weaviate_store_factory, module_neo4j_store_factory,
     port = free_port()
     env = {**os.environ, "RAGLOOM_COLLECTION_PREFIX": prefix, "RAGLOOM_GRAPH_NAMESPACE": graph_ns,
            "RAGLOOM_CHUNKINGS": STRATEGY, "RAGLOOM_GRAPH_CHUNKINGS": STRATEGY, "RAGLOOM_DOCS_DIR": str(docs),
-           "RAGLOOM_UPLOADS_DIR": str(uploads), "RAGLOOM_ARTIFACTS_DIR": str(artifacts),
+           "RAGLOOM_UPLOADS_DIR": str(uploads), "RAGLOOM_ARTIFACTS_DIR": str(root / "artifacts"),
            "RAGLOOM_SERVICE_KEYS_FILE": str(key_file), "RAGLOOM_SERVICE_SWEEP_SECONDS": "1",
            "RAGLOOM_SERVICE_RATE_PER_MINUTE": str(RATE_PER_MINUTE), "RAGLOOM_SERVICE_MAX_BODY_BYTES": str(MAX_BODY),
            # the local model, when `stack up --llm` provisioned one, answers briefly (a 270M model on busy cores)

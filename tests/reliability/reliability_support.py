@@ -115,24 +115,13 @@ def ingest_defs(settings: Any, prefix: str, work: Path, nlp_path: str) -> Any:
 
     from pipelines.definitions import build_defs
     from ragloom.settings import SAMPLE_CORPUS
-    from resources import (
-        ArtifactStore,
-        CorpusResource,
-        EmbedderResource,
-        Neo4jResource,
-        NlpResource,
-        ParquetIOManager,
-        WeaviateResource,
-    )
+    from resources import EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, default_resources
 
     docs = work / "docs"
     if not docs.exists():
         shutil.copytree(SAMPLE_CORPUS, docs)
-    artifacts = ArtifactStore(base_dir=str(work / "artifacts"))
     resources = {
-        "corpus": CorpusResource(docs_dir=str(docs), uploads_dir=str(work / "uploads")),
-        "artifacts": artifacts,
-        "io_manager": ParquetIOManager(artifacts=artifacts),
+        **default_resources(work),
         "weaviate": WeaviateResource(host=settings.weaviate_host, http_port=settings.weaviate_http_port,
                                      grpc_port=settings.weaviate_grpc_port, url="",
                                      api_key=EnvVar("RAGLOOM_WEAVIATE_API_KEY"), collection_prefix=prefix),

@@ -499,13 +499,11 @@ RAGLOOM_ERRORS = {"FilterError", "ScopeError", "RetrievalError", "ConfigError", 
 def query_job(settings, tmp_path_factory):
     """The repo's query job against an empty namespace of the shared stack (nothing is ever found)."""
     from pipelines.query import query_job as job
-    from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource
+    from resources import default_resources
 
     prefix = f"Nothing{os.getpid()}x{time.time_ns() % 10**6}"
-    resources = {"artifacts": ArtifactStore(base_dir=str(tmp_path_factory.mktemp("query"))),
-                 "weaviate": WeaviateResource(collection_prefix=prefix, api_key=settings.weaviate_api_key),
-                 "neo4j": Neo4jResource(namespace=prefix.lower(), password=settings.neo4j_password),
-                 "embedder": EmbedderResource(), "nlp": NlpResource()}
+    resources = default_resources(tmp_path_factory.mktemp("query"), collection_prefix=prefix,
+                                  graph_namespace=prefix.lower())
     return lambda config: job.execute_in_process(run_config={"ops": {"run_queries": {"config": config}}},
                                                  resources=resources, raise_on_error=False)
 

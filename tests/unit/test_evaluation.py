@@ -212,6 +212,17 @@ def test_load_dataset_sample_keeps_gold_documents(tmp_path: Path) -> None:
     assert [d.document_id for d in again.documents] == [d.document_id for d in small.documents]
 
 
+def test_restricted_to_keeps_the_queries_answered_inside(tmp_path: Path) -> None:
+    corpus = [{"_id": f"d{i}", "title": f"T{i}", "text": f"text {i}"} for i in range(4)]
+    queries = [{"_id": f"q{i}", "text": f"query {i}"} for i in range(3)]
+    qrels = "query-id\tcorpus-id\tscore\nq0\td0\t1\nq1\td1\t1\nq1\td3\t1\nq2\td2\t1\n"
+    full = load_dataset(_write_dataset(tmp_path / "toy", corpus, queries, qrels))
+    part = full.restricted_to(iter(["d0", "d1", "d2"]))
+    assert [d.document_id for d in part.documents] == ["d0", "d1", "d2"]
+    assert [q.query_id for q in part.queries] == ["q0", "q2"]  # q1 also needs d3
+    assert len(full.documents) == 4 and len(full.queries) == 3  # the loaded dataset is left whole
+
+
 def test_load_dataset_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         load_dataset(tmp_path / "missing")

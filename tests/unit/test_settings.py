@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from ragloom.errors import ConfigError
 from ragloom.indexing.synonyms import SynonymParams
-from ragloom.settings import Settings
+from ragloom.settings import Settings, env_name
 from ragloom.types import Scope
 
 
@@ -51,6 +53,27 @@ def test_invalid_values_name_the_setting(env, name, value, needle):
     env.setenv(name, value)
     with pytest.raises(ConfigError, match=needle):
         Settings.from_env()
+
+
+def test_every_field_is_read_from_its_variable(env, tmp_path):
+    """RAGLOOM_<FIELD> (``env_name``) sets each field, parsed by the type of its default (what the values mean
+    is validate's business, tested above and below)."""
+    env.setattr(Settings, "validate", lambda self: None)
+    defaults = Settings()
+    for f in fields(Settings):
+        default = getattr(defaults, f.name)
+        if isinstance(default, tuple):
+            value, raw = ("recursive",), " recursive, "
+        elif isinstance(default, int | float):
+            value = raw = type(default)(7)
+        elif isinstance(default, str):
+            value = raw = "http://example.test:1" if f.name.endswith("url") else "ONE"
+        else:  # a path (or None: a path under the data folder)
+            value = raw = tmp_path / f.name
+        env.setenv(env_name(f.name), str(raw))
+        assert getattr(Settings.from_env(), f.name) == value, env_name(f.name)
+        env.delenv(env_name(f.name))
+        env.setenv("RAGLOOM_DATA_DIR", str(tmp_path))
 
 
 def test_graph_chunking_must_be_chunked(env):
