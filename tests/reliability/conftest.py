@@ -3,8 +3,8 @@
 Tests that kill or restart a server use `private_stack`: their own Weaviate and Neo4j on free ports under a
 temporary data directory (started once per session, stopped at the end), never the shared local stack
 other people's tests use. Tests that only read and write their own namespace use the shared stack through
-the integration fixtures (`settings`, `weaviate_client`, `neo4j_driver`, `namespace`), loaded from
-tests/integration/conftest.py rather than copied.
+the integration fixtures (`settings`, `weaviate_client`, `neo4j_driver`, `namespace`, and the store factories that
+clean up and fail a test that leaks), loaded from tests/integration/conftest.py rather than copied.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ settings = _integration.settings
 weaviate_client = _integration.weaviate_client
 neo4j_driver = _integration.neo4j_driver
 namespace = _integration.namespace
+weaviate_store_factory = _integration.weaviate_store_factory
+module_weaviate_store_factory = _integration.module_weaviate_store_factory
+neo4j_store_factory = _integration.neo4j_store_factory
+module_neo4j_store_factory = _integration.module_neo4j_store_factory
 
 SERVER_FIXTURES = {"private_stack", "live_stack", "settings", "weaviate_client", "neo4j_driver"}
 

@@ -403,25 +403,21 @@ def _conditions(node):
 
 
 @pytest.fixture(scope="module")
-def numbers_collection(settings, weaviate_client):
+def numbers_collection(settings, module_weaviate_store_factory):
     """A scratch collection on the shared stack whose chunks carry INT, NUMBER, DATE and TEXT metadata."""
     from reliability_support import HashEmbedder
 
     from ragloom.api import Ragloom
-    from ragloom.stores.weaviate import WeaviateStore
     from ragloom.types import Chunk
 
-    store = WeaviateStore(weaviate_client, f"Numbers{os.getpid()}x{time.time_ns() % 10**6}")
+    store = module_weaviate_store_factory()  # dropped, and checked gone, after the module
     chunks = [Chunk(chunk_id=f"c{i}", document_id=f"d{i}", strategy="recursive", text=f"year text {i}", start=0,
                     end=11, token_count=3, position=0,
                     metadata={"year": 2000 + i, "score": i / 3, "published": f"2024-01-0{i + 1}", "status": "x"})
               for i in range(3)]
-    try:
-        store.ensure_collection("recursive", HashEmbedder.dimension, HashEmbedder.model_id)
-        store.upsert_chunks("recursive", chunks, HashEmbedder().encode([c.text for c in chunks]))
-        yield Ragloom(settings, vectors=store, embedder=HashEmbedder())
-    finally:
-        store.drop_collections()
+    store.ensure_collection("recursive", HashEmbedder.dimension, HashEmbedder.model_id)
+    store.upsert_chunks("recursive", chunks, HashEmbedder().encode([c.text for c in chunks]))
+    return Ragloom(settings, vectors=store, embedder=HashEmbedder())
 
 
 STORE_HOSTILE = [{"year": 2**63}, {"year": {"gte": 2**63}}, {"score": 10**400}, '{"year": ' + "9" * 30 + "}",

@@ -22,8 +22,6 @@ from ragloom.extraction import EntityExtractor
 from ragloom.extraction.resolution import normalize_name
 from ragloom.filters import build_where
 from ragloom.indexing.graph import sync_graph
-from ragloom.stores.neo4j import Neo4jStore
-from ragloom.stores.weaviate import WeaviateStore
 from ragloom.types import Chunk, Scope
 
 FRAGMENTS = ["'", '"', "\\", "\\'", '\\"', "}", "{", ")", "(", "]", "[", "`", "$ns", "$rows", "//", "/*", "*/", ";",
@@ -70,19 +68,19 @@ def graph_rows(driver, ns: str) -> dict:
 
 
 @pytest.fixture
-def sentinel(neo4j_driver, namespace):
-    """A namespace with a known graph that no hostile value may touch."""
-    store = Neo4jStore(neo4j_driver, namespace + "_sentinel")
+def sentinel(neo4j_driver, neo4j_store_factory, namespace):
+    """A namespace with a known graph that no hostile value may touch (cleared, and checked empty, afterwards)."""
+    store = neo4j_store_factory(namespace + "_sentinel")
     chunks = [Chunk(chunk_id=f"keep{i}", document_id="keep-doc", strategy=STRATEGY, text=f"Keep Corp {i}", start=0,
                     end=11, token_count=3, position=i) for i in range(3)]
     sync_graph(store, EntityExtractor(ruler_for(["Keep Corp"])), STRATEGY, chunks)
     before = graph_rows(neo4j_driver, store.namespace)
     assert before["entities"]
-    yield lambda: graph_rows(neo4j_driver, store.namespace) == before
-    store.clear()
+    return lambda: graph_rows(neo4j_driver, store.namespace) == before
 
 
-def test_hostile_strings_round_trip_through_sync_graph(neo4j_driver, namespace, sentinel, report):
+def test_hostile_strings_round_trip_through_sync_graph(neo4j_driver, neo4j_store_factory, namespace, sentinel,
+                                                       report):
     stats = {"examples": 0, "entities_round_tripped": 0, "hostile_values": 0}
 
     @HYPOTHESIS
@@ -96,7 +94,7 @@ def test_hostile_strings_round_trip_through_sync_graph(neo4j_driver, namespace, 
                         scope=Scope(*scope)) for i in range(2)]
         extractor = EntityExtractor(ruler_for(names))
         expected = extractor.extract(chunks)  # deterministic: what sync_graph must write, byte for byte
-        store = Neo4jStore(neo4j_driver, ns)
+        store = neo4j_store_factory(ns)  # every example's namespace is checked empty after the test
         try:
             sync_graph(store, extractor, STRATEGY, chunks)
             got = graph_rows(neo4j_driver, ns)
@@ -126,7 +124,7 @@ def test_hostile_strings_round_trip_through_sync_graph(neo4j_driver, namespace, 
     assert stats["entities_round_tripped"] > 0
 
 
-def test_hostile_metadata_values_round_trip_through_weaviate_filters(weaviate_client, namespace, report):
+def test_hostile_metadata_values_round_trip_through_weaviate_filters(weaviate_store_factory, namespace, report):
     """Metadata values with quotes, backslashes, braces and filter syntax are stored verbatim and an equality
     filter on one finds exactly its chunk (values travel as typed gRPC fields, never as query text)."""
     values = list(dict.fromkeys([*FRAGMENTS[:20], '{"$ne": null}', "*", "?", "a*b", "\\*", "x' OR '1'='1",
@@ -136,24 +134,21 @@ def test_hostile_metadata_values_round_trip_through_weaviate_filters(weaviate_cl
     chunks = [Chunk(chunk_id=f"c{i}", document_id=f"doc-{v}", strategy=STRATEGY, text=f"text {i}", start=0,
                     end=6, token_count=2, position=0, metadata={"label": v, "title": v}, scope=Scope("acme"))
               for i, v in enumerate(values)]
-    store = WeaviateStore(weaviate_client, namespace)
-    try:
-        store.ensure_collection(STRATEGY, HashEmbedder.dimension, model_id=HashEmbedder.model_id)
-        store.upsert_chunks(STRATEGY, chunks, HashEmbedder().encode([c.text for c in chunks]))
-        exact = 0
-        for chunk in chunks:
-            value = chunk.metadata["label"]
-            for field in ("label", "title", "document_id"):
-                wanted = chunk.document_id if field == "document_id" else value
-                found = store.fetch(STRATEGY, [c.chunk_id for c in chunks],
-                                    where=build_where(Scope("acme"), {field: wanted}))
-                assert [i.chunk_id for i in found] == [chunk.chunk_id], (field, value)
-                assert found[0].metadata.get("meta_label") == value and found[0].metadata["title"] == value
-                exact += 1
-            # the same value from another scope's point of view finds nothing
-            assert store.fetch(STRATEGY, [chunk.chunk_id], where=build_where(Scope("other"), {"label": value})) == []
-        assert store.near_vector(STRATEGY, np.ones(HashEmbedder.dimension), 100,
-                                 where=build_where(Scope("acme"))) != []
-    finally:
-        store.drop_collections()
+    store = weaviate_store_factory(namespace)  # dropped, and checked gone, at teardown
+    store.ensure_collection(STRATEGY, HashEmbedder.dimension, model_id=HashEmbedder.model_id)
+    store.upsert_chunks(STRATEGY, chunks, HashEmbedder().encode([c.text for c in chunks]))
+    exact = 0
+    for chunk in chunks:
+        value = chunk.metadata["label"]
+        for field in ("label", "title", "document_id"):
+            wanted = chunk.document_id if field == "document_id" else value
+            found = store.fetch(STRATEGY, [c.chunk_id for c in chunks],
+                                where=build_where(Scope("acme"), {field: wanted}))
+            assert [i.chunk_id for i in found] == [chunk.chunk_id], (field, value)
+            assert found[0].metadata.get("meta_label") == value and found[0].metadata["title"] == value
+            exact += 1
+        # the same value from another scope's point of view finds nothing
+        assert store.fetch(STRATEGY, [chunk.chunk_id], where=build_where(Scope("other"), {"label": value})) == []
+    assert store.near_vector(STRATEGY, np.ones(HashEmbedder.dimension), 100,
+                             where=build_where(Scope("acme"))) != []
     report(kind="hostile metadata values through Weaviate filters", values=len(values), exact_matches=exact)

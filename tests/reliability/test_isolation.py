@@ -25,8 +25,6 @@ from ragloom.extraction import EntityExtractor
 from ragloom.indexing.graph import sync_graph
 from ragloom.indexing.vectors import sync_vectors
 from ragloom.retrieval.postprocess import GRAPH_SOURCE
-from ragloom.stores.neo4j import Neo4jStore
-from ragloom.stores.weaviate import WeaviateStore
 from ragloom.types import Chunk, Scope, make_chunk_id
 
 LAYOUT_SEEDS = (11, 23, 37)
@@ -91,21 +89,16 @@ def layout_nlp(layout: Layout):
 
 
 @pytest.fixture(scope="module", params=LAYOUT_SEEDS, ids=[f"layout{s}" for s in LAYOUT_SEEDS])
-def ingested(request, settings, weaviate_client, neo4j_driver):
-    """A layout written to both stores under a namespace of its own; the retrieval API over it."""
+def ingested(request, settings, module_weaviate_store_factory, module_neo4j_store_factory):
+    """A layout written to both stores under a namespace of its own (removed, and checked gone, after the module);
+    the retrieval API over it."""
     layout = make_layout(request.param)
     ns = f"Iso{request.param}x{random.randrange(10**8)}"
-    vectors = WeaviateStore(weaviate_client, ns)
-    graph = Neo4jStore(neo4j_driver, ns)
+    vectors, graph = module_weaviate_store_factory(ns), module_neo4j_store_factory(ns)
     nlp = layout_nlp(layout)
-    try:
-        sync_vectors(vectors, HashEmbedder(), STRATEGY, layout.chunks)
-        sync_graph(graph, EntityExtractor(nlp), STRATEGY, layout.chunks)
-        rag = Ragloom(settings, vectors=vectors, graph=graph, embedder=HashEmbedder(), nlp=nlp)
-        yield layout, rag
-    finally:
-        vectors.drop_collections()
-        graph.clear()
+    sync_vectors(vectors, HashEmbedder(), STRATEGY, layout.chunks)
+    sync_graph(graph, EntityExtractor(nlp), STRATEGY, layout.chunks)
+    return layout, Ragloom(settings, vectors=vectors, graph=graph, embedder=HashEmbedder(), nlp=nlp)
 
 
 def query_scopes(layout: Layout) -> st.SearchStrategy[Scope]:
