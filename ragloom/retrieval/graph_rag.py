@@ -63,7 +63,8 @@ class GraphRagRetriever(Retriever):
         "synonym_min_score": Option(0.0, min=0.0, max=1.0,
                                     help="synonym edges under this name cosine are not walked (stored: >= the "
                                          "ingest threshold)"),
-        "max_iter": Option(30, min=1, max=1000, help="power iterations at most"),
+        "max_iter": Option(10, min=1, max=1000,
+                           help="power iterations at most (one sparse mat-vec each; 8-30 rank MuSiQue alike)"),
         "vector_lane": Option("hybrid", choices=("dense", "hybrid"), help="the lane that seeds the passages"),
         "alpha": Option(0.5, min=0.0, max=1.0, help="vector_lane=hybrid: 0 = BM25 only, 1 = vector only"),
         "fusion_type": Option("relative_score", choices=lanes.HYBRID_FUSION_TYPES,
