@@ -45,6 +45,8 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "scaling": ([], ["--sizes", "1000,5000"], ["--sizes", "40"]),
     "peer_llamaindex": ([], ["--docs", "300"], ["--docs", "10"]),
     "scale_out": ([], ["--repeats", "1", "--chunks", "200"], ["--smoke"]),
+    "raptor": ([], ["--documents", "200", "--queries", "20"],
+               ["--documents", "10", "--queries", "3", "--prefix", "BenchRaptorSmoke"]),
 }
 
 # Scripts run_all leaves out, and why (the smoke test holds every script to one of the two tables).

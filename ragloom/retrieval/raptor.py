@@ -27,6 +27,7 @@ class RaptorRetriever(Retriever):
     ``section_weight``. ``info["raptor"]`` names the sections used."""
 
     summary = "RAPTOR-lite: section summaries first, their chunks re-scored, mixed with direct chunk matches"
+    needs_summaries = True  # ragloom eval builds the summary level of each chunking it ingests
 
     declared_options: dict[str, Option] = {
         "sections": Option(5, min=1, max=50, help="section summaries retrieved first"),

@@ -147,3 +147,31 @@ def test_summary_asset_builds_then_rebuilds_only_changed_sections(settings, weav
     teams.write_text(teams.read_text().replace("Rafael Moreno", "Ingrid Solberg"))
     edited = run()
     assert 0 < edited["built"] < edited["sections"] and edited["sync_inserted"] == edited["built"]
+
+
+def test_eval_builds_the_summary_level_and_reports_adaptive_routing(settings, namespace, tmp_path):
+    # ragloom eval with raptor builds the summary level of the chunking it ingests (so raptor never falls back),
+    # and with adaptive reports its strategy mix and retries, judged against the qrels
+    from pathlib import Path
+
+    from ragloom.evaluation import evaluate
+    from ragloom.evaluation.runner import drop_namespace
+
+    scifact = Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact"
+    settings = dataclasses.replace(settings, artifacts_path=tmp_path / "artifacts")
+    try:
+        report = evaluate(str(scifact), ["raptor", "adaptive"], ["recursive"], settings, namespace=namespace,
+                          max_queries=8, corpus_limit=40, resamples=50, baselines=False, log=lambda _: None,
+                          query_options={"router": "rules", "min_cosine": 0.6})
+        ingest = report.ingest["recursive"]
+        assert ingest["summary_sections"] > 0 and ingest["summaries_built"] == ingest["summary_sections"]
+        assert ingest["summary_method"] == "extractive"
+        systems = {s.name: s for s in report.systems}
+        assert not systems["raptor/recursive"].error and systems["raptor/recursive"].query_errors == 0
+        counts = systems["adaptive/recursive"].adaptive
+        assert counts["queries"] == 8 and sum(counts["routed"].values()) == 8 and sum(counts["used"].values()) == 8
+        assert counts["retried"] > 0 and counts["retries_judged"] == counts["retried"]  # min_cosine 0.6: some retry
+        assert counts["retry_improved"] + counts["retry_worsened"] <= counts["retries_judged"]
+        assert "adaptive/recursive: routed" in report.table() and report.to_json()["adaptive"]
+    finally:
+        drop_namespace(settings, "scifact", namespace)
