@@ -1,7 +1,8 @@
 """The BM25 lane's text analysis: lower-cased words, English stopwords removed, Snowball-stemmed (PyStemmer).
 
 Weaviate's BM25 tokenizes words but does not stem, so "studies" never meets "study". Chunks are therefore
-written with an extra property, ``bm25_text``: this analysis of the heading path and text, whitespace-joined,
+written with an extra property, ``bm25_text``: this analysis of the document title, the heading path and the
+text (``bm25_source``), whitespace-joined,
 which the BM25 lane (and native hybrid's keyword half) searches with the query analysed the same way. The
 analyzer's name is recorded in each collection's description; a collection written with another analyzer
 (or none) is rebuilt by the next sync (vectors come from the embedding cache).
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 
-ANALYZER = "snowball-english-stop-v1"  # bump when the analysis changes: collections are rebuilt
+ANALYZER = "snowball-english-stop-title-v2"  # bump when the analysis changes: collections are rebuilt
 _WORD = re.compile(r"\w+", re.UNICODE)
 # A standard English stopword list (the classic Lucene/Snowball set): function words only, so negations
 # ("not", "no") are kept out of it on purpose — claims hinge on them.
@@ -34,6 +36,13 @@ def _stemmer():
 
         stemmer = _local.stemmer = Stemmer.Stemmer("english")
     return stemmer
+
+
+def bm25_source(title: str, heading_path: Sequence[str], text: str) -> str:
+    """What a chunk's BM25 text is made of: its document's title (a chunk of a long document rarely repeats
+    it, yet queries name it), unless the first heading already is the title, then the heading path and text."""
+    parts = [title] if title and (not heading_path or heading_path[0] != title) else []
+    return "\n".join([*parts, " ".join(heading_path), text])
 
 
 def analyze(text: str) -> str:

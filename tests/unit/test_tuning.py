@@ -3,6 +3,8 @@ replacement, and the query-embedding LRU. Each test fails when its knob does not
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 import numpy as np
@@ -158,3 +160,8 @@ def test_bm25_analysis_stems_and_drops_stopwords():
     chunk = Chunk(chunk_id="c", document_id="d", strategy="recursive", text="Running studies", start=0, end=15,
                   token_count=3, position=0, heading_path=["Trials"])
     assert object_properties(chunk)["bm25_text"] == "trial run studi"
+    # the document's title goes in front, unless it already is the first heading
+    titled = dataclasses.replace(chunk, metadata={"title": "Mouse cohorts"})
+    assert object_properties(titled)["bm25_text"] == "mous cohort trial run studi"
+    same = dataclasses.replace(chunk, metadata={"title": "Trials"})
+    assert object_properties(same)["bm25_text"] == "trial run studi"

@@ -40,7 +40,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from ragloom.filters import meta_property_name, parse_iso_date
-from ragloom.stores.analysis import analyze
+from ragloom.stores.analysis import analyze, bm25_source
 from ragloom.types import HEADING_SEPARATOR, Chunk
 
 # name -> (data type name, tokenization or None, searchable, filterable)
@@ -223,7 +223,7 @@ def object_properties(chunk: Chunk) -> dict[str, Any]:
         "scope_agent": scope.agent,
         "text": chunk.text,
         "embed_text": chunk.embed_text,
-        "bm25_text": analyze(f"{' '.join(chunk.heading_path)}\n{chunk.text}"),
+        "bm25_text": analyze(bm25_source(str(chunk.metadata.get("title") or ""), chunk.heading_path, chunk.text)),
     }
     if chunk.parent_id:
         props["parent_id"] = chunk.parent_id
