@@ -24,7 +24,7 @@ def _chunker_registrar() -> Iterator[Callable[[str, type], type]]:
 
     yield register
     for name in added:
-        base._REGISTRY.pop(name, None)
+        base._REGISTRY.remove(name)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
 from ragloom.chunking.tokens import TokenCounter, get_token_counter
 from ragloom.errors import ChunkingError
+from ragloom.registry import Registry
 from ragloom.types import Chunk, Document, make_chunk_id, sha256_hex
 
 DEFAULT_CHUNK_SIZE = 200  # tokens incl. [CLS]/[SEP]; all-MiniLM-L6-v2 reads 256
@@ -245,21 +246,13 @@ def _splitter(counter: TokenCounter, markdown: bool, capacity: int, overlap: int
 
 # registry ----------------------------------------------------------------------------------------------
 
-_REGISTRY: dict[str, type[Chunker]] = {}
+_REGISTRY: Registry[type[Chunker]] = Registry("chunker", Chunker, ChunkingError)
 C = TypeVar("C", bound=type[Chunker])
 
 
 def register_chunker(name: str) -> Callable[[C], C]:
     """Class decorator: makes a chunker available to ``get_chunker(name)``; a name can be taken once."""
-
-    def decorate(cls: C) -> C:
-        if name in _REGISTRY:
-            raise ChunkingError(f"chunker {name!r} is already registered ({_REGISTRY[name].__qualname__})")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorate
+    return _REGISTRY.register(name)
 
 
 def get_chunker(name: str, **params: Any) -> Chunker:
@@ -280,7 +273,7 @@ def chunk_levels(name: str) -> tuple[str, ...]:
 
 
 def available_chunkers() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def chunker_for(name: str, embedder: Any = None, **params: Any) -> Chunker:

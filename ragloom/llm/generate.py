@@ -16,7 +16,7 @@ from ragloom.errors import ConfigError, LLMOutputError
 from ragloom.llm import prompts
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.prompts import PromptTemplate
-from ragloom.llm.registry import Registry
+from ragloom.registry import Registry
 
 OnToken = Callable[[str], None]
 

@@ -22,7 +22,7 @@ from ragloom.errors import ConfigError, RagloomError
 from ragloom.llm import prompts
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.prompts import PromptTemplate
-from ragloom.llm.registry import Registry
+from ragloom.registry import Registry
 from ragloom.types import RetrievedItem
 
 MAX_GENERATED = 8  # queries one transform may add

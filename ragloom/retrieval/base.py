@@ -17,6 +17,7 @@ import numpy as np
 
 from ragloom.errors import FilterError, RagloomError, RetrievalError, StoreError
 from ragloom.filters import Node, bind, build_where, parse_filters
+from ragloom.registry import Registry
 from ragloom.retrieval import fusion
 from ragloom.retrieval import postprocess as pp
 from ragloom.retrieval.cache import ResultCache, result_key
@@ -429,29 +430,18 @@ def store_call(request: SearchRequest, stage: str, fn: Callable[[], list[Retriev
 
 # registry --------------------------------------------------------------------------------------------------
 
-_REGISTRY: dict[str, type[Retriever]] = {}
+_REGISTRY: Registry[type[Retriever]] = Registry("retrieval strategy", Retriever, RetrievalError)
 FALLBACK_STRATEGY = "dense"
 
 
 def register_retrieval_strategy(name: str, cls: type[Retriever] | None = None) -> Any:
     """Make ``cls`` available as ``name`` (also usable as a class decorator); a name can be taken once."""
-
-    def register(cls: type[Retriever]) -> type[Retriever]:
-        if not (isinstance(cls, type) and issubclass(cls, Retriever)):
-            raise RetrievalError(f"retrieval strategy {name!r}: {cls!r} is not a Retriever subclass")
-        if not name or not isinstance(name, str):
-            raise RetrievalError(f"retrieval strategy name must be a non-empty string, got {name!r}")
-        if name in _REGISTRY:
-            raise RetrievalError(f"retrieval strategy {name!r} is already registered ({_REGISTRY[name].__qualname__})")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
+    register = _REGISTRY.register(name)
     return register(cls) if cls is not None else register
 
 
 def available_strategies() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def strategy_class(name: str) -> type[Retriever]:
@@ -533,7 +523,7 @@ def get_retriever(name: str, context: RetrievalContext, chunking: str | None = N
     cls = _REGISTRY.get(name)
     if cls is not None:
         return cls(context, chunking=chunking, **options)
-    fallback = _REGISTRY[FALLBACK_STRATEGY]
+    fallback = _REGISTRY.get(FALLBACK_STRATEGY)
     known = fallback.all_options()
     dropped = sorted(set(options) - set(known))
     warning = (f"unknown retrieval strategy {name!r} (available: {', '.join(available_strategies())}); "
