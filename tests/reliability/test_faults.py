@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -196,6 +197,34 @@ def _driver(settings: Settings):
     return GraphDatabase.driver(settings.resolved_neo4j_uri, auth=(settings.neo4j_user, settings.neo4j_password))
 
 
+def rerun_vectors(settings: Settings, chunks: list[Chunk]) -> tuple[dict, Any, dict]:
+    """After a fault: what the collection kept (checked complete and ours: no half-written object survives a
+    SIGKILL), a re-run of sync_vectors, and the final state."""
+    with WeaviateStore.connect(settings) as store:
+        survived = vector_state(store, chunks)
+        assert survived["corrupt"] == survived["foreign"] == survived["duplicates"] == 0, survived
+        rerun = sync_vectors(store, HashEmbedder(), STRATEGY, chunks, batch_size=BATCH)
+        return survived, rerun, vector_state(store, chunks)
+
+
+def rerun_graph(settings: Settings, chunks: list[Chunk], expected: dict) -> dict:
+    """After a fault: what the namespace's graph kept, then a re-run of sync_graph and how far the final graph is
+    from a clean sync's (``diff``: all zero when exact)."""
+    driver = _driver(settings)
+    try:
+        survived, _ = graph_state(driver, settings.graph_namespace)
+        with Neo4jStore.connect(settings) as store:
+            rerun = sync_graph(store, EntityExtractor(ruler_nlp()), STRATEGY, chunks)
+        final, duplicates = graph_state(driver, settings.graph_namespace)
+    finally:
+        driver.close()
+    diff = graph_diff(final, expected, duplicates)
+    return {"survived": survived, "lied": half_written_marked_done(survived, expected),
+            "marked_done": sum(survived["chunks"].values()), "rerun": rerun, "final": final, "diff": diff,
+            "objects_lost": sum(diff[f"{kind}_missing"] for kind in expected),
+            "duplicates": sum(duplicates.values())}
+
+
 # --- a server dies in the middle of a sync ----------------------------------------------------------------
 
 
@@ -222,12 +251,7 @@ def test_weaviate_killed_mid_sync_then_rerun_is_exact(vectors, vector_chunks, re
     restart_started = time.perf_counter()
     settings = stack.up(settings)
     restart_seconds = time.perf_counter() - restart_started
-    with WeaviateStore.connect(settings) as store:
-        survived = vector_state(store, vector_chunks)
-        # whatever the server kept is complete and ours: no half-written object survives a SIGKILL
-        assert survived["corrupt"] == survived["foreign"] == survived["duplicates"] == 0, survived
-        rerun = sync_vectors(store, HashEmbedder(), STRATEGY, vector_chunks, batch_size=BATCH)
-        final = vector_state(store, vector_chunks)
+    survived, rerun, final = rerun_vectors(settings, vector_chunks)
     report(fault="weaviate SIGKILL during sync_vectors write of batch 3", faults_injected=1, survived=True,
            chunks=len(vector_chunks), error=str(failure.value)[:200], failed_after_s=round(failed_after, 2),
            restart_s=round(restart_seconds, 1), objects_before_rerun=survived["objects"],
@@ -267,27 +291,18 @@ def test_neo4j_killed_mid_sync_then_rerun_is_exact(graph, graph_chunks, graph_ex
     restart_started = time.perf_counter()
     settings = stack.up(settings)
     restart_seconds = time.perf_counter() - restart_started
-    driver = _driver(settings)
-    try:
-        after_crash, _ = graph_state(driver, ns)
-        lied = half_written_marked_done(after_crash, graph_expected)
-        marked_done = sum(after_crash["chunks"].values())
-        with Neo4jStore.connect(settings) as fresh:
-            rerun = sync_graph(fresh, EntityExtractor(ruler_nlp()), STRATEGY, graph_chunks)
-        final, duplicates = graph_state(driver, ns)
-    finally:
-        driver.close()
-    diff = graph_diff(final, graph_expected, duplicates)
+    after = rerun_graph(settings, graph_chunks, graph_expected)
+    final = after["final"]
     report(fault="neo4j SIGKILL during the 2nd mentions write of sync_graph", faults_injected=1, survived=True,
            chunks=len(graph_chunks), error=str(failure.value)[:200], failed_after_s=round(failed_after, 2),
-           restart_s=round(restart_seconds, 1), chunk_nodes_after_crash=len(after_crash["chunks"]),
-           marked_done_after_crash=marked_done, half_written_marked_done=lied, rerun_chunks_added=rerun.chunks_added,
-           entities=len(final["entities"]), mentions=len(final["mentions"]), relations=len(final["relations"]),
-           objects_lost=diff["chunks_missing"] + diff["entities_missing"] + diff["mentions_missing"]
-           + diff["relations_missing"], duplicates=sum(duplicates.values()), diff=diff)
-    assert lied == 0
-    assert rerun.chunks_added == len(graph_chunks) - marked_done
-    assert not any(diff.values()), diff
+           restart_s=round(restart_seconds, 1), chunk_nodes_after_crash=len(after["survived"]["chunks"]),
+           marked_done_after_crash=after["marked_done"], half_written_marked_done=after["lied"],
+           rerun_chunks_added=after["rerun"].chunks_added, entities=len(final["entities"]),
+           mentions=len(final["mentions"]), relations=len(final["relations"]), objects_lost=after["objects_lost"],
+           duplicates=after["duplicates"], diff=after["diff"])
+    assert after["lied"] == 0
+    assert after["rerun"].chunks_added == len(graph_chunks) - after["marked_done"]
+    assert not any(after["diff"].values()), after["diff"]
 
 
 # --- the syncing process dies ---------------------------------------------------------------------------
@@ -319,11 +334,7 @@ def _run_and_kill(settings: Settings, args: list[str], marker: str, timeout: flo
 def test_process_killed_mid_vector_sync_then_rerun_is_exact(vectors, vector_chunks, report):
     settings = vectors
     lines = _run_and_kill(settings, ["vectors", str(N_VECTORS), str(BATCH)], f"embedded {3 * BATCH}/")
-    with WeaviateStore.connect(settings) as store:
-        survived = vector_state(store, vector_chunks)
-        assert survived["corrupt"] == survived["foreign"] == survived["duplicates"] == 0, survived
-        rerun = sync_vectors(store, HashEmbedder(), STRATEGY, vector_chunks, batch_size=BATCH)
-        final = vector_state(store, vector_chunks)
+    survived, rerun, final = rerun_vectors(settings, vector_chunks)
     report(fault="SIGKILL of the process running sync_vectors after 3 batches", faults_injected=1, survived=True,
            chunks=len(vector_chunks), last_line=lines[-1], objects_before_rerun=survived["objects"],
            rerun_inserted=rerun.inserted, objects=final["objects"], objects_lost=final["missing"],
@@ -335,29 +346,17 @@ def test_process_killed_mid_vector_sync_then_rerun_is_exact(vectors, vector_chun
 
 def test_process_killed_mid_graph_sync_then_rerun_is_exact(graph, graph_chunks, graph_expected, report):
     settings = graph
-    ns = settings.graph_namespace
     lines = _run_and_kill(settings, ["graph", str(N_GRAPH)], "write mentions 2")
-    driver = _driver(settings)
-    try:
-        after_kill, _ = graph_state(driver, ns)
-        lied = half_written_marked_done(after_kill, graph_expected)
-        marked_done = sum(after_kill["chunks"].values())
-        with Neo4jStore.connect(settings) as store:
-            rerun = sync_graph(store, EntityExtractor(ruler_nlp()), STRATEGY, graph_chunks)
-        final, duplicates = graph_state(driver, ns)
-    finally:
-        driver.close()
-    diff = graph_diff(final, graph_expected, duplicates)
+    after = rerun_graph(settings, graph_chunks, graph_expected)
     report(fault="SIGKILL of the process running sync_graph at its 2nd mentions write", faults_injected=1,
            survived=True, chunks=len(graph_chunks), last_line=lines[-1],
-           chunk_nodes_after_kill=len(after_kill["chunks"]), marked_done_after_kill=marked_done,
-           half_written_marked_done=lied, rerun_chunks_added=rerun.chunks_added,
-           objects_lost=diff["chunks_missing"] + diff["entities_missing"] + diff["mentions_missing"]
-           + diff["relations_missing"], duplicates=sum(duplicates.values()), diff=diff)
-    assert len(after_kill["chunks"]) == len(graph_chunks)  # chunk nodes were written before extraction
-    assert lied == 0
-    assert rerun.chunks_added == len(graph_chunks) - marked_done
-    assert not any(diff.values()), diff
+           chunk_nodes_after_kill=len(after["survived"]["chunks"]), marked_done_after_kill=after["marked_done"],
+           half_written_marked_done=after["lied"], rerun_chunks_added=after["rerun"].chunks_added,
+           objects_lost=after["objects_lost"], duplicates=after["duplicates"], diff=after["diff"])
+    assert len(after["survived"]["chunks"]) == len(graph_chunks)  # chunk nodes were written before extraction
+    assert after["lied"] == 0
+    assert after["rerun"].chunks_added == len(graph_chunks) - after["marked_done"]
+    assert not any(after["diff"].values()), after["diff"]
 
 
 # --- two syncs of the same collection or graph at once ------------------------------------------------------
