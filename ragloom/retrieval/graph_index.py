@@ -64,6 +64,8 @@ class RetrievalGraph:
     relation_evidence: sp.csr_matrix  # relations × chunks, evidence weight per chunk
     synonyms: sp.csr_matrix  # entities × entities, similarity (one direction)
     load_seconds: float = 0.0
+    entity_ids: list[str] = field(default_factory=list)
+    _name_vectors: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
     _chunk_index: dict[str, int] = field(default_factory=dict, repr=False)
     _walks: OrderedDict[Any, Walk] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -110,6 +112,30 @@ class RetrievalGraph:
             for entity in exact:
                 out.setdefault(entity, None)
         return list(out)
+
+    def similar_names(self, model: str, vectors: np.ndarray, min_score: float, per_name: int = 1) -> list[int]:
+        """For each unit row of ``vectors`` (names embedded by ``model``), the ``per_name`` entities whose stored
+        name embedding is closest, when the cosine is at least ``min_score``; needs :meth:`set_name_vectors`."""
+        entities, matrix = self._name_vectors.get(model, (np.zeros(0, np.int64), np.zeros((0, 0), np.float32)))
+        if not len(entities) or not len(vectors):
+            return []
+        scores = np.asarray(vectors, dtype=np.float32) @ matrix.T
+        out: dict[int, None] = {}
+        for row in scores:
+            for j in np.argsort(-row, kind="stable")[:per_name]:
+                if row[j] >= min_score:
+                    out.setdefault(int(entities[j]), None)
+        return list(out)
+
+    def has_name_vectors(self, model: str) -> bool:
+        return model in self._name_vectors
+
+    def set_name_vectors(self, model: str, entity_ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Keep the name embeddings of ``model`` for the snapshot's entities (others' are dropped)."""
+        index = {e: i for i, e in enumerate(self.entity_ids)}
+        found = _lookup(index, entity_ids, len(entity_ids))
+        keep = found >= 0
+        self._name_vectors[model] = (found[keep], np.ascontiguousarray(np.asarray(vectors, np.float32)[keep]))
 
     def visible_chunks(self, scope_paths: Sequence[str] | None) -> np.ndarray:
         if scope_paths is None:
@@ -159,6 +185,7 @@ class RetrievalGraph:
         """Bytes held by the arrays and matrices (names and ids counted by their string sizes)."""
         arrays = [self.chunk_scope, self.relation_pairs, self.chunk_frequency]
         total = sum(a.nbytes for a in arrays)
+        total += sum(e.nbytes + v.nbytes for e, v in self._name_vectors.values())
         for m in (self.mentions, self.mentions_t, self.relation_evidence, self.synonyms):
             total += m.data.nbytes + m.indices.nbytes + m.indptr.nbytes
         for walk in list(self._walks.values()):
@@ -262,7 +289,7 @@ def build_graph(rows: Mapping[str, Any], version: Any = None,
     graph = RetrievalGraph(
         version=version, chunk_ids=chunk_ids, chunk_scope=chunk_scope, scopes=list(scopes), entity_names=names,
         entity_types=types, norm_index=norm_index, mentions=mentions, relation_pairs=pairs, relation_types=kinds,
-        relation_evidence=evidence, synonyms=synonyms)
+        relation_evidence=evidence, synonyms=synonyms, entity_ids=list(entities["entity_id"]))
     graph.load_seconds = time.perf_counter() - started
     return graph
 
@@ -292,3 +319,13 @@ class GraphCache:
             graph.load_seconds = time.perf_counter() - started
             self._graphs[strategy] = graph
             return graph
+
+    def name_vectors(self, graph: RetrievalGraph, model: str) -> None:
+        """Load ``graph``'s entity name embeddings from ``model`` once (on first use: only queries matching names
+        by embedding need them; they cost 4 bytes x dimension per entity)."""
+        if graph.has_name_vectors(model):
+            return
+        with self._lock:
+            if not graph.has_name_vectors(model):
+                ids, vectors = self.store.retrieval_name_vectors(model)
+                graph.set_name_vectors(model, ids, vectors)

@@ -53,6 +53,9 @@ class GraphRagRetriever(Retriever):
         "seed_chunks": Option(5, min=0, max=1000, help="best candidates whose entities seed the walk"),
         "max_seeds": Option(5, min=0, max=1000, help="entity seeds kept, heaviest (score / chunk frequency) first"),
         "query_entities": Option(True, help="seed the entities the query names"),
+        "name_similarity": Option(0.0, min=0.0, max=1.0,
+                                  help="a query name no entity has exactly seeds the entity whose name embeds closest, "
+                                       "at this cosine or more (0 = exact names only)"),
         "require_named": Option(True, help="walk only when the query names a graph entity; else the vector "
                                            "lane answers (single-hop questions keep hybrid's ranking)"),
         "lane_weight": Option(2.0, min=0.0, max=10.0,
@@ -91,7 +94,8 @@ class GraphRagRetriever(Retriever):
                 walk = graph.walk_matrix(request.scope.visible_paths(), weights)
         except RagloomError as e:  # Neo4j failing mid-query: answer from the vectors, and say so
             return _fallback(request, lane, f"graph store failed: {e}")
-        named = self._named_entities(request, graph, walk) if options["query_entities"] else []
+        named = self._named_entities(request, graph, walk, options["name_similarity"]) \
+            if options["query_entities"] else []
         candidates = lane.result()
         with request.stage("graph_seeds"):
             nodes = [graph.chunk_node(item.chunk_id) for item in candidates]
@@ -129,11 +133,19 @@ class GraphRagRetriever(Retriever):
                 return [context, *items]
         return items
 
-    def _named_entities(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk) -> list[int]:
+    def _named_entities(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk,
+                        min_similarity: float = 0.0) -> list[int]:
         with request.stage("graph_seeds"):
             names, grams = query_names(self.context, request)
             # only spaCy's names may match partially: a word n-gram such as "first goal" would match noise
             found = dict.fromkeys([*graph.match_names(names), *graph.match_names(grams, partial_limit=0)])
+            unmatched = [n for n in names if not graph.match_names([n])]
+            if min_similarity > 0 and unmatched:
+                embedder = self.context.embedder
+                graph_snapshot_cache(self.context, self.context.graph()[0]).name_vectors(graph, embedder.model_id)
+                vectors = np.asarray(embedder.encode(unmatched), dtype=np.float32)
+                vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+                found.update(dict.fromkeys(graph.similar_names(embedder.model_id, vectors, min_similarity)))
             return [e for e in found if walk.visible_entities[e]]
 
     def _ranked(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk, mass: np.ndarray,
@@ -192,10 +204,13 @@ def query_names(context: Any, request: SearchRequest) -> tuple[list[str], list[s
     return list(dict.fromkeys(n for n in names if n)), list(dict.fromkeys(n for n in grams if n))
 
 
+def graph_snapshot_cache(context: Any, store: Any) -> GraphCache:
+    return context.cache.setdefault(("graph_index", id(store)), GraphCache(store))
+
+
 def graph_snapshot(context: Any, store: Any, chunking: str) -> RetrievalGraph:
     """The current in-process graph of ``chunking`` for this context's graph store (reloaded on a new version)."""
-    cache = context.cache.setdefault(("graph_index", id(store)), GraphCache(store))
-    return cache.get(chunking)
+    return graph_snapshot_cache(context, store).get(chunking)
 
 
 def _fallback(request: SearchRequest, lane: Future[list[RetrievedItem]], reason: str) -> list[RetrievedItem]:

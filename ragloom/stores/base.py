@@ -45,6 +45,8 @@ class GraphStore(Protocol):
 
     def retrieval_graph_rows(self, strategy: str) -> dict[str, dict[str, list[Any]]]: ...
 
+    def retrieval_name_vectors(self, model: str) -> tuple[list[str], Any]: ...
+
 
 class Closing:
     """``close`` and ``with`` for a store whose client or driver is either its own (opened by ``connect``: closed

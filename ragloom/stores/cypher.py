@@ -277,6 +277,11 @@ RETURN collect(a.entity_id) AS source, collect(b.entity_id) AS target, collect(r
        collect(coalesce(r.chunk_ids, [])) AS chunk_ids, collect(coalesce(r.chunk_weights, [])) AS chunk_weights
 """
 
+RETRIEVAL_NAME_VECTORS = """
+MATCH (e:Entity) WHERE e.ns = $ns AND e.embedding_model = $model
+RETURN collect(e.entity_id) AS entity_id, collect(e.embedding) AS embedding
+"""
+
 RETRIEVAL_SYNONYMS = """
 MATCH (a:Entity)-[s:SYNONYM]->(b:Entity) WHERE a.ns = $ns
 RETURN collect(a.entity_id) AS source, collect(b.entity_id) AS target, collect(s.score) AS score
@@ -450,3 +455,7 @@ def retrieval_relations(ns: str) -> Query:
 
 def retrieval_synonyms(ns: str) -> Query:
     return RETRIEVAL_SYNONYMS, {"ns": ns}
+
+
+def retrieval_name_vectors(ns: str, model: str) -> Query:
+    return RETRIEVAL_NAME_VECTORS, {"ns": ns, "model": model}

@@ -329,6 +329,13 @@ class Neo4jStore(Closing):
                 "relations": self._run(cypher.retrieval_relations(self.namespace))[0],
                 "synonyms": self._run(cypher.retrieval_synonyms(self.namespace))[0]}
 
+    def retrieval_name_vectors(self, model: str) -> tuple[list[str], np.ndarray]:
+        """(entity ids, their name embeddings from ``model`` as a float32 matrix) of the entities that have one
+        (the synonym pass stores them at ingest)."""
+        row = self._run(cypher.retrieval_name_vectors(self.namespace, model))[0]
+        vectors = np.array(row["embedding"], dtype=np.float32) if row["embedding"] else np.zeros((0, 0), np.float32)
+        return list(row["entity_id"]), vectors
+
     def stats(self, top: int = 10) -> dict:
         """Counts, the ``top`` entities by degree, and every entity's degree (for a histogram)."""
         counts = self._run(cypher.stats(self.namespace))[0]

@@ -55,6 +55,7 @@ def _builders():
         "retrieval_entities": (HOSTILE,),
         "retrieval_relations": (HOSTILE,),
         "retrieval_synonyms": (HOSTILE,),
+        "retrieval_name_vectors": (HOSTILE, HOSTILE),
     }
     public = {name for name, fn in inspect.getmembers(cypher, inspect.isfunction)
               if fn.__module__ == cypher.__name__ and not name.startswith("_")} - {"batched"}

@@ -197,3 +197,22 @@ def test_synonym_edges_carry_mass_unless_under_the_score_floor():
         masses[floor] = ppr.personalized_pagerank(walk.transposed, walk.dangling, reset)
     # Falcon is also reached through chunks (Zephyr -> g1 -> Bergen -> a1 -> Falcon), far less directly
     assert masses[0.0][falcon] > 3 * masses[0.95][falcon] > 0
+
+
+def test_query_names_match_entities_by_name_embedding_above_the_threshold():
+    graph = build_graph(_two_tenant_rows())
+    assert graph.similar_names("m", np.eye(3, dtype=np.float32), 0.5) == []  # nothing loaded for model m
+    # unit name vectors: bergen (1,0), falcon (0.6,0.8), zephyr (0,1); "gone" is not in this snapshot
+    graph.set_name_vectors("m", ["zephyr", "gone", "bergen", "falcon"],
+                           np.array([[0, 1], [1, 0], [1, 0], [0.6, 0.8]], dtype=np.float32))
+    assert graph.has_name_vectors("m") and not graph.has_name_vectors("other")
+    query = np.array([[0.8, 0.6]], dtype=np.float32)  # cosine: bergen 0.8, falcon 0.96, zephyr 0.6
+    assert [graph.entity_names[e] for e in graph.similar_names("m", query, 0.9)] == ["Falcon"]
+    assert graph.similar_names("m", query, 0.97) == []  # under the threshold: no seed
+    two = graph.similar_names("m", query, 0.7, per_name=2)
+    assert [graph.entity_names[e] for e in two] == ["Falcon", "Bergen"]
+    # several query names: each brings its closest entity once
+    names = np.array([[1, 0], [0.01, 1], [1, 0]], dtype=np.float32)
+    names /= np.linalg.norm(names, axis=1, keepdims=True)
+    assert [graph.entity_names[e] for e in graph.similar_names("m", names, 0.9)] == ["Bergen", "Zephyr"]
+    assert graph.memory_bytes() > build_graph(_two_tenant_rows()).memory_bytes()  # the vectors are counted
