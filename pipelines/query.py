@@ -108,7 +108,8 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
     check_names(transforms, config.generation if config.answer else None)
     rows, answers = [], []
     adaptive = AdaptiveTally()
-    with Ragloom.from_settings(settings_of(weaviate, neo4j, embedder, nlp)) as rag:
+    # the run's clients (opened at resource setup); Neo4j, when it was down then, is loaded by a graph strategy
+    with Ragloom(settings_of(weaviate, neo4j, embedder, nlp), vectors=weaviate.store(), graph=neo4j.opened()) as rag:
         for q in queries:
             if config.answer:
                 reply = rag.ask(q, strategy=config.strategy, k=config.k, filters=config.filters or None,

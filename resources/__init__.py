@@ -3,8 +3,8 @@
 Every resource field overrides one `Settings` field. Left unset (None, the default), the value is the
 environment's, read by `Settings.from_env` when the run starts, as everywhere else in ragloom. Secrets
 therefore never sit in the resource config the UI shows; a deployment that wants them there passes
-`EnvVar`s. Store clients are opened on first use (a store that is down fails the step, which its
-RetryPolicy retries, rather than the whole run at resource setup) and closed at teardown.
+`EnvVar`s. Store clients are opened at resource setup and closed at teardown; a store that is down at setup
+fails the first step that needs it (which its RetryPolicy retries), not the whole run.
 """
 
 
@@ -23,6 +23,7 @@ from dagster import (
 )
 from pydantic import Field, PrivateAttr
 
+from ragloom.errors import RagloomError
 from ragloom.ingest import Source
 from ragloom.settings import Settings
 
@@ -141,16 +142,34 @@ class ParquetIOManager(ConfigurableIOManager):
 
 
 class StoreResource(SettingsResource):
-    """A store client for the run: connected on first use, closed at teardown."""
+    """A store client for the run: opened in ``setup_for_execution``, closed at teardown.
+
+    A store that cannot be reached at setup does not fail the run there: the warning is logged and the first
+    step that uses the store connects again, so a store that is down fails that step with its StoreError, which
+    the step's RetryPolicy retries (tests/reliability/test_dagster_runs.py)."""
 
     _store: Any = PrivateAttr(default=None)
 
     def _connect(self, settings: Settings) -> Any:
         raise NotImplementedError
 
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        super().setup_for_execution(context)
+        try:
+            self.store()
+        except RagloomError as e:
+            if context.log is not None:
+                context.log.warning(f"{type(self).__name__}: not connected at setup ({e}); the first step that "
+                                    "needs it connects again")
+
     def store(self) -> Any:
+        """The client: the one opened at setup, else opened now."""
         if self._store is None:
             self._store = self._connect(self.settings())
+        return self._store
+
+    def opened(self) -> Any:
+        """The client if it is open, else None (nothing is connected here)."""
         return self._store
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:

@@ -69,3 +69,22 @@ def test_settings_are_resolved_at_setup_for_a_run(monkeypatch, tmp_path):
     monkeypatch.setenv("RAGLOOM_ARTIFACTS_DIR", str(tmp_path / "at-start"))
     assert probe_job.execute_in_process().success
     assert seen["root"] == tmp_path / "at-start"  # one Settings for the whole run
+
+
+def test_a_store_down_at_setup_fails_the_step_that_uses_it_not_the_setup():
+    """Nothing listens on the ports: setup logs and goes on; the store's first use raises the StoreError the
+    step's RetryPolicy retries."""
+    import socket
+
+    from ragloom.errors import StoreError
+
+    with socket.socket() as s:  # a port nobody listens on (bound, then released)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = {"weaviate": WeaviateResource(host="127.0.0.1", http_port=port, grpc_port=port, url="", api_key=""),
+            "neo4j": Neo4jResource(uri=f"bolt://127.0.0.1:{port}", password="x")}
+    with dg.build_resources(down) as resources:
+        for name in down:
+            assert getattr(resources, name).opened() is None
+            with pytest.raises(StoreError):
+                getattr(resources, name).store()
