@@ -4,25 +4,18 @@ anything connects or loads, with an error naming the option and what it takes.""
 from __future__ import annotations
 
 import pytest
+from polling import free_port
 
 from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource
 
 
 @pytest.fixture
-def resources(tmp_path, closed_port):
+def resources(tmp_path):
     # a Weaviate nobody listens on: a job that got as far as connecting would fail with a different error
+    closed_port = free_port()
     return {"artifacts": ArtifactStore(base_dir=str(tmp_path)),
             "weaviate": WeaviateResource(http_port=closed_port, grpc_port=closed_port),
             "neo4j": Neo4jResource(), "embedder": EmbedderResource(), "nlp": NlpResource()}
-
-
-@pytest.fixture
-def closed_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _failure(result) -> tuple[str, str]:

@@ -74,13 +74,11 @@ def test_settings_are_resolved_at_setup_for_a_run(monkeypatch, tmp_path):
 def test_a_store_down_at_setup_fails_the_step_that_uses_it_not_the_setup():
     """Nothing listens on the ports: setup logs and goes on; the store's first use raises the StoreError the
     step's RetryPolicy retries."""
-    import socket
+    from polling import free_port
 
     from ragloom.errors import StoreError
 
-    with socket.socket() as s:  # a port nobody listens on (bound, then released)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     down = {"weaviate": WeaviateResource(host="127.0.0.1", http_port=port, grpc_port=port, url="", api_key=""),
             "neo4j": Neo4jResource(uri=f"bolt://127.0.0.1:{port}", password="x")}
     with dg.build_resources(down) as resources:

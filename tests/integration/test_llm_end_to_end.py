@@ -8,12 +8,12 @@ The model is a tiny base model: these tests check protocol and structure, never 
 from __future__ import annotations
 
 import dataclasses
-import socket
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from polling import free_port
 
 from ragloom.api import Ragloom
 from ragloom.chunking import get_chunker
@@ -168,14 +168,8 @@ def test_answer_cache_hits_and_a_changed_passage_misses(corpus: Indexed, tmp_pat
         corpus.reindex(corpus.documents)
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_server_down_is_a_clean_error_and_caches_nothing(corpus: Indexed, tmp_path: Path) -> None:
-    down = LLMClient(f"http://127.0.0.1:{_closed_port()}/v1", max_retries=2, backoff_seconds=0.05, timeout=5)
+    down = LLMClient(f"http://127.0.0.1:{free_port()}/v1", max_retries=2, backoff_seconds=0.05, timeout=5)
     with corpus.rag(tmp_path, llm=down) as rag:
         started = time.monotonic()
         with pytest.raises(LLMUnavailableError, match="cannot reach"):

@@ -154,13 +154,6 @@ def _port_free(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def closed_port() -> int:
-    """A port nobody listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def settings_env(settings: Any) -> dict[str, str]:
     """The RAGLOOM_* environment that makes Settings.from_env() point at ``settings``' stack (secrets included)."""
     return {

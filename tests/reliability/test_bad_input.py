@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from reliability_support import REPO, closed_port
+from polling import free_port
+from reliability_support import REPO
 
 from ragloom.cli import main as cli_main
 from ragloom.errors import FilterError
@@ -476,7 +477,7 @@ def test_cli_bad_arguments_get_one_clear_line(settings, namespace, monkeypatch, 
 def test_cli_entry_point_prints_no_traceback(settings, namespace):
     """The real `python -m ragloom` process, failing on its input and on a server that is not there."""
     env = {**os.environ, "RAGLOOM_COLLECTION_PREFIX": namespace}
-    down = {**env, "RAGLOOM_WEAVIATE_HTTP_PORT": str(closed_port()), "RAGLOOM_WEAVIATE_GRPC_PORT": str(closed_port())}
+    down = {**env, "RAGLOOM_WEAVIATE_HTTP_PORT": str(free_port()), "RAGLOOM_WEAVIATE_GRPC_PORT": str(free_port())}
     for args, environ in [(["--filter", "garbage"], env), ([], down)]:
         proc = subprocess.run([sys.executable, "-m", "ragloom", "query", "anything", *args], cwd=REPO, env=environ,
                               capture_output=True, text=True, timeout=120)

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from polling import free_port
 from reliability_support import (
     REPO,
     STRATEGY,
     HashEmbedder,
     abstracts,
-    closed_port,
     environ_without_ragloom,
     make_chunks,
     ruler_nlp,
@@ -456,7 +456,7 @@ def test_unreachable_stores_fail_fast_with_a_clear_error(report):
     """Nobody listens on the ports: StoreError naming the address, in bounded time. Neither connect retries by
     itself: retries with backoff are the Dagster assets' RetryPolicy (3 retries, 5 s exponential, jitter)."""
     base = Settings.from_env()
-    http, grpc, bolt = closed_port(), closed_port(), closed_port()
+    http, grpc, bolt = free_port(), free_port(), free_port()
     figures = {}
     for name, connect, address in [
         ("weaviate", lambda: WeaviateStore.connect(dataclasses.replace(

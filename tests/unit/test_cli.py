@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from polling import free_port
 
 from ragloom.cli import main
 
@@ -18,9 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def closed_port(monkeypatch):
     """Point Weaviate at a port nothing listens on: a test that reaches a connection attempt fails differently."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     monkeypatch.setenv("RAGLOOM_WEAVIATE_HTTP_PORT", str(port))
     return port
 

@@ -1,4 +1,4 @@
-"""Helpers for integration tests that start servers: a free loopback port, and polling with a deadline."""
+"""Helpers for tests that start servers or need one missing: a free loopback port, and polling with a deadline."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import time
 
 
 def free_port() -> int:
+    """A loopback port nobody listens on right now (bound, then released): for a server to start on, or for a
+    connection that must be refused."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
