@@ -4,7 +4,6 @@ replacement, and the query-embedding LRU. Each test fails when its knob does not
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Any
 
 import numpy as np
