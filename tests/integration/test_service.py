@@ -203,6 +203,37 @@ def test_query_returns_cited_items_within_the_callers_scope(service):
         assert 'ragloom_errors_total{kind="400"}' in metrics
 
 
+def _counter(text: str, name: str) -> float:
+    """A sample's value in Prometheus text (0 when the series is not there yet)."""
+    return next((float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + " ")), 0.0)
+
+
+def test_metrics_count_adaptive_routes_and_retries(service):
+    # each answer's own record (route, tries) says what the counters must have moved by; the nonsense query is
+    # retried (no term of it in any document), so retries are counted too
+    options = {"router": "rules", "chain": ["hybrid", "dense", "bm25"], "max_retries": 1, "abstain": False}
+    queries = ("quillion prototype plan", "zyxqwv plorbination kwemblatz", "fjord")
+    with service.client("alice") as alice:
+        before = alice.get("/metrics").text
+        answers = [_query(alice, q, strategy="adaptive", options=options).json()["metadata"]["adaptive"]
+                   for q in queries]
+        after = alice.get("/metrics").text
+    assert len(answers[1]["tries"]) == 2
+
+    def delta(name: str) -> float:
+        return _counter(after, name) - _counter(before, name)
+
+    assert delta("ragloom_adaptive_queries_total") == 3
+    assert delta("ragloom_adaptive_retried_total") == sum(len(a["tries"]) > 1 for a in answers)
+    retried_with = [t["strategy"] for a in answers for t in a["tries"][1:]]
+    routed = [a["route"]["strategy"] for a in answers]
+    used = [a["used"] for a in answers]
+    for strategy in ("hybrid", "dense", "bm25"):
+        assert delta(f'ragloom_adaptive_retries_total{{strategy="{strategy}"}}') == retried_with.count(strategy)
+        assert delta(f'ragloom_adaptive_routed_total{{strategy="{strategy}"}}') == routed.count(strategy)
+        assert delta(f'ragloom_adaptive_used_total{{strategy="{strategy}"}}') == used.count(strategy)
+
+
 def test_ask_answers_from_the_callers_scope_only(service):
     with service.client("carol") as carol:
         r = carol.post("/v1/ask", json={"query": "What is the quillion plan?", "k": 3, "options": {"abstain": False}},
