@@ -67,3 +67,15 @@ def test_eval_job_reads_datasets_only_from_the_eval_data_folder(tmp_path):
             _dataset_dir(escape, root)
     with pytest.raises(ConfigError, match="no corpus.jsonl.*tiny"):
         _dataset_dir("missing", root)
+
+
+def test_summary_asset_sits_in_the_llm_pool_only_when_it_calls_a_model():
+    import dataclasses
+
+    from assets.summaries import build_summary_assets
+
+    base = dataclasses.replace(Settings.from_env(), llm_base_url="http://127.0.0.1:9/v1")
+    for mode, pool in (("auto", "llm"), ("llm", "llm"), ("extractive", "weaviate")):
+        asset = build_summary_assets("recursive", dataclasses.replace(base, summary_mode=mode))
+        assert asset.op.pool == pool, mode
+    assert build_summary_assets("recursive", dataclasses.replace(base, llm_base_url="")).op.pool == "weaviate"
