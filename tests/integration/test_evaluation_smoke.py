@@ -57,7 +57,7 @@ def test_eval_job_shows_results_in_the_run(settings: Settings, namespace: str, t
         "embedder": EmbedderResource(), "nlp": NlpResource(),
     }
     config = {"ops": {"run_evaluation": {"config": {
-        "dataset": "scifact", "strategies": "bm25,hybrid", "chunking": "recursive", "max_queries": 12,
+        "dataset": "scifact", "strategies": "bm25,hybrid,adaptive", "chunking": "recursive", "max_queries": 12,
         "corpus_limit": 120, "resamples": 50, "baselines": False, "namespace": namespace,
         "options": {"alpha": 0.0}}}}}  # given to hybrid, which declares it: keyword only, so it ranks as bm25
     try:
@@ -69,12 +69,17 @@ def test_eval_job_shows_results_in_the_run(settings: Settings, namespace: str, t
         assert metadata["queries_document"] == 12 and metadata["systems_failed"] == "none"
         table = metadata["results"]
         assert "| bm25/recursive |" in table and "| hybrid/recursive |" in table
+        adaptive = metadata["adaptive"]["adaptive/recursive"]  # the strategy mix and retries, as run metadata
+        assert adaptive["queries"] == 12 and sum(adaptive["routed"].values()) == sum(adaptive["used"].values()) == 12
+        assert adaptive.get("retries_judged", 0) == adaptive["retried"] and "adaptive routing" in table
         out = Path(result.output_for_node("run_evaluation"))
         assert out.is_relative_to(tmp_path / "artifacts" / "eval_results")
         assert (out / "scifact_eval.png").stat().st_size > 0 and (out / "scifact_eval.csv").stat().st_size > 0
         written = json.loads((out / "scifact_eval.json").read_text())
         assert written["config"]["query_options"] == {"bm25": {"abstain": False},
-                                                      "hybrid": {"abstain": False, "alpha": 0.0}}
+                                                      "hybrid": {"abstain": False, "alpha": 0.0},
+                                                      "adaptive": {"abstain": False}}
+        assert written["adaptive"]["adaptive/recursive"] == adaptive
         ndcg = {name: runs["document"]["ndcg@10"] for name, runs in written["per_query"].items()}
         assert ndcg["hybrid/recursive"] == ndcg["bm25/recursive"]
     finally:
