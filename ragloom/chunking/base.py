@@ -177,9 +177,10 @@ class Chunker(ABC):
                 if embed_count > self.counter.max_tokens:
                     embed_text = self.counter.truncate(embed_text, self.counter.max_tokens)
                     metadata["embed_truncated"] = True
-            elif embed_count > self.chunk_size:
-                raise ChunkingError(f"{self.name}: a chunk of {document.document_id!r} has {embed_count} tokens, "
-                                    f"over chunk_size={self.chunk_size}")
+            elif counts[i] > self.chunk_size or embed_count > self.counter.max_tokens:
+                raise ChunkingError(f"{self.name}: a chunk of {document.document_id!r} has {counts[i]} tokens "
+                                    f"({embed_count} embedded), over chunk_size={self.chunk_size} or the model's "
+                                    f"input limit {self.counter.max_tokens}")
             position = position_in_level.get(span.level, 0)
             position_in_level[span.level] = position + 1
             ids[i] = make_chunk_id(document.document_id, self.name, f"{self.params_key}:{span.level}",

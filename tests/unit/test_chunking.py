@@ -114,8 +114,6 @@ def check_invariants(doc: Document, chunks: list[Chunk], chunker: Chunker) -> No
         else:
             assert c.embed_text.endswith(c.text)
         assert c.token_count <= level_limits.get(c.level, chunker.chunk_size)
-        if c.level not in level_limits:  # what the model reads, heading prefix included, fits the chunk size
-            assert embed_count <= chunker.chunk_size
         assert c.metadata["title"] == doc.title and c.metadata["source_path"] == doc.source_path
         check_heading_path(doc, c)
     for level, level_chunks in by_level(chunks).items():
@@ -125,7 +123,7 @@ def check_invariants(doc: Document, chunks: list[Chunk], chunker: Chunker) -> No
         cursor = 0
         for c in ordered:
             assert not doc.text[cursor:c.start].strip(), f"level {level}: uncovered text before {c.start}"
-            if chunker.name != "recursive":  # recursive overlaps by design; the others partition
+            if not getattr(chunker, "overlap", 0):  # recursive overlaps by design (headered may); the others partition
                 assert c.start >= cursor
             cursor = max(cursor, c.end)
         assert not doc.text[cursor:].strip()
@@ -238,6 +236,48 @@ def test_headered_chunks_stay_inside_one_section_and_prefix_the_path(real_docs):
     plain = make_chunker("headered", heading_prefix=False).chunk(cib)
     assert all(c.embed_text == c.text for c in plain)
     assert len(plain) <= len(chunks)  # without a prefix the whole budget goes to the text
+
+
+def test_headered_prefix_goes_into_the_models_room_above_chunk_size(real_docs, token_counter):
+    """chunk_size 200 leaves 56 of the model's 256 tokens: prefixes that fit there do not shorten the text."""
+    cib = real_docs[0]
+    with_prefix = make_chunker("headered").chunk(cib)
+    plain = make_chunker("headered", heading_prefix=False).chunk(cib)
+    prefixes = [token_counter.count(c.embed_text) - c.token_count for c in with_prefix]
+    assert max(prefixes) <= token_counter.max_tokens - 200
+    assert [(c.start, c.end) for c in with_prefix] == [(c.start, c.end) for c in plain]
+    assert max(token_counter.count(c.embed_text) for c in with_prefix) > 200  # the prefix used the headroom
+    # a long path still takes its tokens out of the text: at chunk_size 250 only 6 tokens are left above it
+    tight = make_chunker("headered", chunk_size=250).chunk(cib)
+    assert len(tight) > len(make_chunker("headered", chunk_size=250, heading_prefix=False).chunk(cib))
+
+
+def test_headered_prefix_levels_keeps_the_innermost_headings(real_docs):
+    cib = real_docs[0]
+    full = make_chunker("headered").chunk(cib)
+    for levels in (1, 2):
+        short = make_chunker("headered", prefix_levels=levels).chunk(cib)
+        assert [(c.start, c.end) for c in short] == [(c.start, c.end) for c in full]
+        for c in short:
+            if c.heading_path:
+                assert c.embed_text == " > ".join(c.heading_path[-levels:]) + "\n\n" + c.text
+    assert any(len(c.heading_path) > 1 for c in full)
+    with pytest.raises(ChunkingError):
+        make_chunker("headered", prefix_levels=-1)
+
+
+def test_headered_overlap_stays_inside_a_section(real_docs):
+    cib = real_docs[0]
+    sections = HeadingIndex(cib).sections()
+    section_of = lambda c: next(i for i, (a, b) in enumerate(sections) if a <= c.start < b)  # noqa: E731
+    for overlap, expect in ((0, False), (30, True)):
+        chunks = make_chunker("headered", overlap=overlap).chunk(cib)
+        check_invariants(cib, chunks, make_chunker("headered", overlap=overlap))
+        pairs = list(zip(chunks, chunks[1:], strict=False))
+        assert any(b.start < a.end for a, b in pairs) == expect
+        assert all(section_of(a) == section_of(b) for a, b in pairs if b.start < a.end)
+    with pytest.raises(ChunkingError):
+        make_chunker("headered", overlap=100)
 
 
 def test_headered_sub_splits_long_sections(real_docs, token_counter):
