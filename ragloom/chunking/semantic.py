@@ -19,12 +19,11 @@ DEFAULT_MIN_CHUNK_TOKENS = 24
 
 # Sentence ends: ./!/? (optionally closed by a quote or bracket) before whitespace; blank lines; and line
 # starts that open a block in Markdown (heading, list item, "(a)" clause). Rules and tables keep their lines.
-_BOUNDARY = re.compile(
-    r"(?<=[.!?])\s+"
-    r"|(?<=[.!?][\"'”’)\]])\s+"
-    r"|\n[ \t]*\n\s*"
-    r"|\n(?=[ \t]{0,3}(?:#{1,6}[ \t]|[-*+][ \t]|\d{1,3}[.)][ \t]|\([a-zA-Z0-9]{1,4}\)[ \t]))"
-)
+_BLOCK = (r"\n[ \t]*\n\s*"
+          r"|\n(?=[ \t]{0,3}(?:#{1,6}[ \t]|[-*+][ \t]|\d{1,3}[.)][ \t]|\([a-zA-Z0-9]{1,4}\)[ \t]))")
+_BOUNDARY = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)\]])\s+|" + _BLOCK)
+_PARAGRAPH = re.compile(_BLOCK)  # block boundaries only: paragraphs, headings, list items, clauses
+UNITS = ("sentence", "paragraph")
 
 
 @register_chunker("semantic")
@@ -47,7 +46,8 @@ class SemanticChunker(Chunker):
 
     def __init__(self, embedder: Embedder | None = None, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
                  breakpoint_percentile: float = DEFAULT_BREAKPOINT_PERCENTILE, buffer: int = 0,
-                 min_chunk_tokens: int | None = None, counter: TokenCounter | None = None) -> None:
+                 min_chunk_tokens: int | None = None, units: str = "sentence",
+                 counter: TokenCounter | None = None) -> None:
         if embedder is None:
             raise ChunkingError("semantic: needs an embedder (get_chunker('semantic', embedder=...))")
         super().__init__(chunk_size=chunk_size, counter=counter)
@@ -56,6 +56,9 @@ class SemanticChunker(Chunker):
         if not 0.0 < breakpoint_percentile < 100.0 or buffer < 0 or not 0 <= min_chunk_tokens < chunk_size:
             raise ChunkingError("semantic: need 0 < breakpoint_percentile < 100, buffer >= 0 and "
                                 "0 <= min_chunk_tokens < chunk_size")
+        if units not in UNITS:
+            raise ChunkingError(f"semantic: units={units!r}; one of {', '.join(UNITS)}")
+        self.units = units
         self.embedder = embedder
         self.breakpoint_percentile = breakpoint_percentile
         self.buffer = buffer
@@ -64,7 +67,7 @@ class SemanticChunker(Chunker):
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "embedder": self.embedder.model_id, "percentile": self.breakpoint_percentile,
-                "buffer": self.buffer, "min_chunk_tokens": self.min_chunk_tokens}
+                "buffer": self.buffer, "min_chunk_tokens": self.min_chunk_tokens, "units": self.units}
 
     def chunk_many(self, documents: Iterable[Document]) -> list[Chunk]:
         """One embedding call for the sentences of all documents: short documents batch well together."""
@@ -116,16 +119,32 @@ class SemanticChunker(Chunker):
             else [Span(a, b) for a, b in self.split_range(document, span.start, span.end, self.chunk_size)])]
 
     def sentences(self, document: Document) -> list[tuple[int, int]]:
-        """Sentence spans covering the text; one longer than chunk_size is cut by the size splitter."""
+        """The units compared (spans covering the text): sentences; with ``units="paragraph"`` paragraphs (and
+        headings, list items, clauses), sentences only inside a paragraph longer than chunk_size. A sentence
+        longer than chunk_size is cut by the size splitter."""
+        pattern = _PARAGRAPH if self.units == "paragraph" else _BOUNDARY
+        units: list[tuple[int, int]] = []
+        for (a, b), n in self._pieces(document, 0, len(document.text), pattern):
+            if n <= self.chunk_size:
+                units.append((a, b))
+            elif pattern is _PARAGRAPH:
+                units.extend(self._sentences_in(document, a, b))
+            else:
+                units.extend(self.split_range(document, a, b, self.chunk_size))
+        return units
+
+    def _sentences_in(self, document: Document, start: int, end: int) -> list[tuple[int, int]]:
+        return [u for (a, b), n in self._pieces(document, start, end, _BOUNDARY)
+                for u in (self.split_range(document, a, b, self.chunk_size) if n > self.chunk_size else [(a, b)])]
+
+    def _pieces(self, document: Document, start: int, end: int,
+                pattern: re.Pattern[str]) -> list[tuple[tuple[int, int], int]]:
+        """``document.text[start:end]`` cut after every match of ``pattern``, trimmed, with token counts."""
         text = document.text
-        cuts = [0, *(m.end() for m in _BOUNDARY.finditer(text)), len(text)]
+        cuts = [start, *(m.end() for m in pattern.finditer(text, start, end)), end]
         spans = [trim(text, a, b) for a, b in zip(cuts, cuts[1:], strict=False)]
         spans = [(a, b) for a, b in spans if a < b]
-        counts = self.counter.count_many([text[a:b] for a, b in spans])
-        units: list[tuple[int, int]] = []
-        for (a, b), n in zip(spans, counts, strict=True):
-            units.extend(self.split_range(document, a, b, self.chunk_size) if n > self.chunk_size else [(a, b)])
-        return units
+        return list(zip(spans, self.counter.count_many([text[a:b] for a, b in spans]), strict=True))
 
     def _windows(self, document: Document, units: list[tuple[int, int]]) -> list[str]:
         """Each sentence with its neighbours: single sentences are too short for stable distances."""

@@ -23,6 +23,7 @@ from ragloom.chunking import (
     get_chunker,
     register_chunker,
 )
+from ragloom.chunking.base import trim
 from ragloom.embedding.base import Embedder
 from ragloom.errors import ChunkingError
 from ragloom.parsing import parse_sources
@@ -350,6 +351,24 @@ def test_semantic_cuts_on_topic_shifts_more_than_size_alone():
     chunks = make_chunker("semantic", chunk_size=200, breakpoint_percentile=75, min_chunk_tokens=8).chunk(doc)
     joins = [len(topics[0]), len(topics[0]) + 1 + len(topics[1])]
     assert [c.end for c in chunks] == [*joins, len(text)]
+
+
+def test_semantic_paragraph_units_keep_paragraphs_whole(real_docs, token_counter):
+    cib = real_docs[0]
+    text = cib.text
+    cuts = [0, *(m.end() for m in re.finditer(r"\n[ \t]*\n\s*", text)), len(text)]
+    paragraphs = [(a, b) for a, b in (trim(text, a, b) for a, b in zip(cuts, cuts[1:], strict=False)) if a < b]
+    # one-line paragraphs that fit a chunk (lines inside a paragraph may open clauses, which are units too)
+    short = [(a, b) for a, b in paragraphs if "\n" not in text[a:b] and token_counter.count(text[a:b]) <= 200]
+    split = {}
+    for units in ("sentence", "paragraph"):
+        chunker = make_chunker("semantic", units=units)
+        chunks = chunker.chunk(cib)
+        check_invariants(cib, chunks, chunker)
+        split[units] = [(a, b) for a, b in short if not any(c.start <= a and b <= c.end for c in chunks)]
+    assert split["sentence"] and not split["paragraph"]  # sentence units cut some paragraphs; these never
+    with pytest.raises(ChunkingError):
+        make_chunker("semantic", units="word")
 
 
 def test_semantic_needs_an_embedder():
