@@ -78,12 +78,9 @@ class AdaptiveRetriever(Retriever):
 
     def _make_router(self, kind: str, model_path: str) -> tuple[Any, str]:
         if kind == "llm":
-            from ragloom.llm import LLMClient
-            from ragloom.settings import Settings
-
-            client = LLMClient.from_settings(Settings.from_env())
+            client, why = self.context.llm()  # the API's own client: opened once, closed with it
             if client is None:
-                return RuleRouter(), "router=llm but no LLM is configured (RAGLOOM_LLM_*): rules"
+                return RuleRouter(), f"router=llm but {why}: rules"
             summaries = {name: strategy_class(name).summary for name in available_strategies()}
             return LLMRouter(client, summaries), ""
         if kind == "rules":
