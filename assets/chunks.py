@@ -30,7 +30,8 @@ def build_chunk_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefi
                        "their chunks from the last run.")
     def _chunks(context: AssetExecutionContext, documents: pd.DataFrame, artifacts: ArtifactStore,
                 embedder: EmbedderResource) -> Output[pd.DataFrame]:
-        chunker = chunker_for(chunking, embedder.embedder)  # loads the model only for a chunker that embeds
+        # loads the model only for a chunker that embeds; RAGLOOM_CHUNKER_OPTIONS gives the chunker's options
+        chunker = chunker_for(chunking, embedder.embedder, **embedder.settings().chunker_params(chunking))
         outcome = chunk_incremental(frame_to_documents(documents), artifacts.read(name), chunker,
                                     log=context.log.info)
         frame = outcome.frame

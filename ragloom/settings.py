@@ -6,6 +6,7 @@ The README's settings table lists the same names; `ragloom settings` prints the 
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -120,6 +121,20 @@ def _llm_endpoint(data_dir: Path) -> dict[str, str]:
             "llm_api_key": key or _generated_secret(data_dir, "llm.api_key")}
 
 
+def _chunker_options(raw: str) -> dict[str, dict[str, Any]]:
+    """RAGLOOM_CHUNKER_OPTIONS parsed: a JSON object of objects, e.g. {"headered": {"heading_prefix": true}}."""
+    if not raw.strip():
+        return {}
+    try:
+        options = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"RAGLOOM_CHUNKER_OPTIONS is not JSON ({e}): {raw!r}") from e
+    if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
+        raise ConfigError('RAGLOOM_CHUNKER_OPTIONS: need an object of objects, e.g. '
+                          '{"headered": {"heading_prefix": true}}')
+    return options
+
+
 def _default_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ragloom"
 
@@ -187,6 +202,7 @@ class Settings:
     # pipeline
     chunkings: tuple[str, ...] = DEFAULT_CHUNKINGS  # RAGLOOM_CHUNKINGS: registered chunkers materialized
     graph_chunkings: tuple[str, ...] = ("recursive",)  # RAGLOOM_GRAPH_CHUNKINGS: feed the graph; empty: no graph
+    chunker_options: str = ""  # RAGLOOM_CHUNKER_OPTIONS: JSON {chunking: {option: value}} for the chunkers
     summary_chunkings: tuple[str, ...] = ()  # RAGLOOM_SUMMARY_CHUNKINGS: RAPTOR-lite summary levels built
     summary_mode: str = "auto"  # RAGLOOM_SUMMARY_MODE: auto (the LLM when configured) | extractive | llm
     summary_tokens: int = 120  # RAGLOOM_SUMMARY_TOKENS: words per section summary
@@ -237,17 +253,30 @@ class Settings:
         s.validate()
         return s
 
+    def chunker_params(self, chunking: str) -> dict[str, Any]:
+        """The options RAGLOOM_CHUNKER_OPTIONS gives chunking ``chunking`` (keywords of its chunker), or {}."""
+        return dict(_chunker_options(self.chunker_options).get(chunking, {}))
+
     def summaries_use_llm(self) -> bool:
         """RAPTOR-lite summaries are written by the model: mode llm, or auto with a model configured."""
         return self.summary_mode == "llm" or (self.summary_mode == "auto" and bool(self.llm_base_url))
 
     def validate(self) -> None:
-        from ragloom.chunking import available_chunkers  # the registry, with any chunker registered before
+        # the registry, with any chunker registered before
+        from ragloom.chunking import available_chunkers, chunker_option_names
 
         unknown = [n for n in (*self.chunkings, *self.graph_chunkings) if n not in available_chunkers()]
         if unknown:
             raise ConfigError(f"RAGLOOM_CHUNKINGS / RAGLOOM_GRAPH_CHUNKINGS: unknown chunking {unknown}; "
                               f"registered: {', '.join(available_chunkers())}")
+        for chunking, chosen in _chunker_options(self.chunker_options).items():
+            if chunking not in available_chunkers():
+                raise ConfigError(f"RAGLOOM_CHUNKER_OPTIONS: unknown chunking {chunking!r}; "
+                                  f"registered: {', '.join(available_chunkers())}")
+            unknown = sorted(set(chosen) - set(chunker_option_names(chunking)))
+            if unknown:
+                raise ConfigError(f"RAGLOOM_CHUNKER_OPTIONS: {chunking} has no option {unknown}; its options: "
+                                  f"{', '.join(chunker_option_names(chunking))}")
         missing = [n for n in self.graph_chunkings if n not in self.chunkings]
         if missing:
             raise ConfigError(f"RAGLOOM_GRAPH_CHUNKINGS names {missing}, which RAGLOOM_CHUNKINGS does not chunk")

@@ -9,6 +9,7 @@ from ragloom.chunking.base import (
     available_chunkers,
     chunk_levels,
     chunker_for,
+    chunker_option_names,
     get_chunker,
     register_chunker,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "available_chunkers",
     "chunk_levels",
     "chunker_for",
+    "chunker_option_names",
     "get_chunker",
     "get_token_counter",
     "register_chunker",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import inspect
 import json
 import re
 from abc import ABC, abstractmethod
@@ -271,6 +272,16 @@ def chunk_levels(name: str) -> tuple[str, ...]:
     first; () for a one-level or unregistered chunking."""
     cls = _REGISTRY.get(name)
     return cls.default_levels() if cls is not None else ()
+
+
+def chunker_option_names(name: str) -> tuple[str, ...]:
+    """The keyword options of chunking ``name``'s registered chunker (what RAGLOOM_CHUNKER_OPTIONS may set)."""
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        return ()
+    skip = {"self", "counter", "embedder"}
+    return tuple(p.name for p in inspect.signature(cls.__init__).parameters.values()
+                 if p.name not in skip and p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
 def available_chunkers() -> list[str]:

@@ -146,7 +146,8 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
             nlp = extractor.nlp  # query entities come from the same loaded pipeline
         for chunking in chunkings:
             started = time.perf_counter()
-            chunks = chunker_for(chunking, embedder).chunk_many(dataset.documents)
+            chunks = chunker_for(chunking, embedder, **eval_settings.chunker_params(chunking)).chunk_many(
+                dataset.documents)
             chunk_seconds = time.perf_counter() - started
             report = sync_vectors(vectors, embedder, chunking, chunks, cache=cache, log=log)
             ingest[chunking] = {"chunks": len(chunks), "chunk_seconds": round(chunk_seconds, 2),

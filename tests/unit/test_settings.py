@@ -48,6 +48,10 @@ def test_defaults_and_overrides(env, tmp_path):
     ("RAGLOOM_GRAPH_SYNONYM_THRESHOLD", "0", "RAGLOOM_GRAPH_SYNONYM_THRESHOLD"),
     ("RAGLOOM_GRAPH_SYNONYM_THRESHOLD", "high", "RAGLOOM_GRAPH_SYNONYM_THRESHOLD"),
     ("RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS", "-1", "RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS"),
+    ("RAGLOOM_CHUNKER_OPTIONS", "{headered", "RAGLOOM_CHUNKER_OPTIONS"),
+    ("RAGLOOM_CHUNKER_OPTIONS", '{"headered": 3}', "RAGLOOM_CHUNKER_OPTIONS"),
+    ("RAGLOOM_CHUNKER_OPTIONS", '{"magic": {}}', "magic"),
+    ("RAGLOOM_CHUNKER_OPTIONS", '{"headered": {"heading_prefx": true}}', "heading_prefx"),
 ])
 def test_invalid_values_name_the_setting(env, name, value, needle):
     env.setenv(name, value)
@@ -146,3 +150,15 @@ def test_scope_paths_and_visibility():
             Scope.from_path(bad)
     with pytest.raises(ValueError):
         Scope("acme", "", "c1")
+
+
+def test_chunker_options_reach_the_chunker(env):
+    from ragloom.chunking import chunker_for
+
+    assert Settings.from_env().chunker_params("headered") == {}
+    env.setenv("RAGLOOM_CHUNKER_OPTIONS", '{"headered": {"heading_prefix": true, "prefix_levels": 1}}')
+    s = Settings.from_env()
+    assert s.chunker_params("headered") == {"heading_prefix": True, "prefix_levels": 1}
+    assert s.chunker_params("recursive") == {}
+    chunker = chunker_for("headered", None, **s.chunker_params("headered"))
+    assert chunker.heading_prefix and chunker.prefix_levels == 1
