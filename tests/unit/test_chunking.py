@@ -232,6 +232,7 @@ def test_headered_chunks_stay_inside_one_section_and_prefix_the_path(real_docs):
                 assert index.content_start(c.start, h.start) is None
         if c.heading_path:
             assert c.embed_text.startswith(" > ".join(c.heading_path) + "\n\n")
+    assert all(index.content_start(c.start, c.end) is not None for c in chunks)  # no bare-heading chunk
     section = next(c for c in chunks if "1.2.1 Captive Insurance Business means" in c.text)
     assert section.heading_path == [CIB, "1 GENERAL PROVISIONS", "1.2 Captive Insurance Business"]
     plain = make_chunker("headered", heading_prefix=False).chunk(cib)
