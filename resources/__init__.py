@@ -24,6 +24,7 @@ from dagster import (
 from pydantic import Field, PrivateAttr
 
 from ragloom.errors import RagloomError
+from ragloom.files import replacing
 from ragloom.ingest import Source
 from ragloom.settings import Settings
 
@@ -112,10 +113,8 @@ class ArtifactStore(SettingsResource):
 
     def write(self, name: str, frame: pd.DataFrame) -> Path:
         path = self.path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".parquet.tmp")
-        frame.to_parquet(tmp, index=False)
-        tmp.replace(path)  # atomic: a killed run never leaves a half-written table
+        with replacing(path) as tmp:  # a killed run never leaves a half-written table; concurrent runs don't collide
+            frame.to_parquet(tmp, index=False)
         return path
 
 

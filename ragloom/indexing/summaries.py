@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ragloom import files
 from ragloom.errors import ConfigError, LLMError
 from ragloom.types import Chunk, Log, no_log, sha256_hex
 
@@ -212,10 +213,7 @@ def load_state(path: Path) -> dict[str, Summary]:
 
 
 def save_state(path: Path, summaries: Mapping[str, Summary]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"summaries": [asdict(s) for s in summaries.values()]}), encoding="utf-8")
-    tmp.replace(path)
+    files.write_text(path, json.dumps({"summaries": [asdict(s) for s in summaries.values()]}))
 
 
 @dataclass

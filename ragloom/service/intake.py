@@ -10,13 +10,13 @@ file appears by an atomic rename, so the sensor never sees half a file or a file
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
+from ragloom import files
 from ragloom.errors import ConfigError
 from ragloom.parsing.sources import FORMATS, SIDECAR_SUFFIX
 from ragloom.types import Scope
@@ -46,12 +46,6 @@ def safe_name(filename: str) -> str:
     return name[-120:]
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def save_upload(root: Path, scope: Scope, filename: str, data: bytes, *, title: str = "",
                 namespace: str = "") -> UploadRecord:
     """Write the file (and its sidecar) into ``scope``'s folder; the folder holds tenant/user/chat, an agent
@@ -72,13 +66,13 @@ def save_upload(root: Path, scope: Scope, filename: str, data: bytes, *, title: 
     if scope.agent:
         sidecar["scope"] = scope.path
     if sidecar:
-        _write_atomic(target.with_name(target.name + SIDECAR_SUFFIX), json.dumps(sidecar).encode())
-    _write_atomic(target, data)
+        files.write_bytes(target.with_name(target.name + SIDECAR_SUFFIX), json.dumps(sidecar).encode())
+    files.write_bytes(target, data)
     record = UploadRecord(upload_id, f"{UPLOADS_SOURCE}/{target.relative_to(root).as_posix()}", str(target),
                           scope.path, time.time())
     records = root / RECORDS
     records.mkdir(exist_ok=True)
-    _write_atomic(records / f"{upload_id}.json", json.dumps(asdict(record)).encode())
+    files.write_bytes(records / f"{upload_id}.json", json.dumps(asdict(record)).encode())
     return record
 
 

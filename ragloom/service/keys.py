@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hmac
 import json
-import os
 import secrets
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ragloom import files
 from ragloom.errors import ConfigError
 from ragloom.types import Scope, sha256_hex
 
@@ -113,12 +113,7 @@ class KeyStore:
 
     # writing ---------------------------------------------------------------------------------------
     def _save(self, records: dict[str, KeyRecord]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"keys": [asdict(r) for r in records.values()]}, f, indent=1)
-        os.replace(tmp, self.path)
+        files.write_text(self.path, json.dumps({"keys": [asdict(r) for r in records.values()]}, indent=1), mode=0o600)
         self._stamp = None
 
     def create(self, tenant: str, user: str = "", admin: bool = False, label: str = "") -> tuple[str, KeyRecord]:
