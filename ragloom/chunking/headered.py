@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragloom.chunking.base import DEFAULT_CHUNK_SIZE, Chunker, HeadingIndex, Span, register_chunker, trim
+from ragloom.chunking.base import DEFAULT_CHUNK_SIZE, Chunker, HeadingIndex, Span, register_chunker
 from ragloom.chunking.tokens import TokenCounter
 from ragloom.errors import ChunkingError
 from ragloom.types import HEADING_SEPARATOR, Document
@@ -60,18 +60,23 @@ class HeaderedChunker(Chunker):
     def _split_section(self, document: Document, index: HeadingIndex, start: int, end: int, budget: int,
                        overlap: int) -> list[tuple[int, int]]:
         """The section's body cut to ``budget``, its heading lines joined to the first piece (re-cut smaller when
-        they do not fit): no piece is a bare heading."""
+        they do not fit): no piece is a bare heading. Headings nearly as long as a chunk, or a join that still
+        does not fit (token counts are not additive at the seam), fall back to cutting the section as text."""
         body = index.content_start(start, end)
         if body is None or body == start:
             return self.split_range(document, start, end, budget, overlap)
         pieces = self.split_range(document, body, end, budget, overlap)
-        if self.counter.count(document.text[start : pieces[0][1]]) > budget:
-            head = self.counter.count(document.text[start:body]) - self.counter.special_tokens
-            if budget - head <= max(overlap, 16):  # headings nearly as long as a chunk: they stand alone
-                return [trim(document.text, start, body), *pieces]
+        if self._fits(document, start, pieces[0][1], budget):
+            return [(start, pieces[0][1]), *pieces[1:]]
+        head = self.counter.count(document.text[start:body]) - self.counter.special_tokens
+        if budget - head > max(overlap, 16):
             first = self.split_range(document, pieces[0][0], pieces[0][1], budget - head, overlap)
-            pieces[:1] = first
-        return [(start, pieces[0][1]), *pieces[1:]]
+            if self._fits(document, start, first[0][1], budget):
+                return [(start, first[0][1]), *first[1:], *pieces[1:]]
+        return self.split_range(document, start, end, budget, overlap)
+
+    def _fits(self, document: Document, start: int, end: int, budget: int) -> bool:
+        return self.counter.count(document.text[start:end]) <= budget
 
     def prefix(self, heading_path: list[str]) -> str:
         if not self.heading_prefix or not heading_path:
