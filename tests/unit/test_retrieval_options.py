@@ -116,28 +116,21 @@ def test_level_options_parse_from_text(pair, expected):
     assert parse_option_pairs("hierarchical", strategy_class("hierarchical").all_options(), [pair]) == expected
 
 
-@pytest.mark.parametrize("pair, message", [
-    ("score_threshold=section=0.3", "score_threshold='section=0.3' is not allowed"),
-    ("score_threshold=section:high", "score_threshold="),
-    ("level_top_k=section:1.5", "level_top_k="),
+@pytest.mark.parametrize("strategy, pair, message", [
+    ("hybrid", "alpha", "should look like key=value"),
+    ("hybrid", "=1", "should look like key=value"),
+    ("hybrid", "alpha=lots", "alpha='lots' is not allowed"),
+    ("hybrid", "rrf_k=1.5", "rrf_k='1.5'"),
+    ("hybrid", "dedup=maybe", "dedup='maybe'"),
+    ("hybrid", "max_hops=2", "unknown option 'max_hops'"),
+    ("hybrid", "weights={bad json", "weights="),
+    ("hierarchical", "score_threshold=section=0.3", "score_threshold='section=0.3' is not allowed"),
+    ("hierarchical", "score_threshold=section:high", "score_threshold="),
+    ("hierarchical", "level_top_k=section:1.5", "level_top_k="),
 ])
-def test_bad_level_option_text_is_a_clear_error(pair, message):
+def test_bad_text_values_are_clear_errors(strategy, pair, message):
     with pytest.raises(RetrievalError, match=message):
-        parse_option_pairs("hierarchical", strategy_class("hierarchical").all_options(), [pair])
-
-
-@pytest.mark.parametrize("pair, message", [
-    ("alpha", "should look like key=value"),
-    ("=1", "should look like key=value"),
-    ("alpha=lots", "alpha='lots' is not allowed"),
-    ("rrf_k=1.5", "rrf_k='1.5'"),
-    ("dedup=maybe", "dedup='maybe'"),
-    ("max_hops=2", "unknown option 'max_hops'"),
-    ("weights={bad json", "weights="),
-])
-def test_bad_text_values_are_clear_errors(pair, message):
-    with pytest.raises(RetrievalError, match=message):
-        parse_option_pairs("hybrid", strategy_class("hybrid").all_options(), [pair])
+        parse_option_pairs(strategy, strategy_class(strategy).all_options(), [pair])
 
 
 def test_option_declaration_itself_is_checked():
