@@ -17,6 +17,7 @@ from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_
 from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk
 from ragloom.retrieval.options import Option
 from ragloom.retrieval.postprocess import GRAPH_SOURCE
+from ragloom.stores.base import GraphStore
 from ragloom.types import RetrievedItem, sha256_hex
 
 log = logging.getLogger(__name__)
@@ -94,8 +95,10 @@ class GraphRagRetriever(Retriever):
                 walk = graph.walk_matrix(request.scope.visible_paths(), weights)
         except RagloomError as e:  # Neo4j failing mid-query: answer from the vectors, and say so
             return _fallback(request, lane, f"graph store failed: {e}")
-        named = self._named_entities(request, graph, walk, options["name_similarity"]) \
+        named = self._named_entities(request, store, graph, walk, options["name_similarity"]) \
             if options["query_entities"] else []
+        if options["require_named"] and not named:
+            return _fallback(request, lane, "the query names no entity of the graph")
         candidates = lane.result()
         with request.stage("graph_seeds"):
             nodes = [graph.chunk_node(item.chunk_id) for item in candidates]
@@ -105,8 +108,6 @@ class GraphRagRetriever(Retriever):
             top = sorted(scored, key=lambda n: -scored[n])[: options["seed_chunks"]]
             entities = ppr.entity_seeds(named, {n: graph.entities_of(n) for n in top}, normalised,
                                         graph.chunk_frequency, max_seeds=options["max_seeds"])
-        if options["require_named"] and not named:
-            return _fallback(request, lane, "the query names no entity of the graph")
         if not entities:
             return _fallback(request, lane, "no seed entities in the graph for this query")
         with request.stage("ppr"):
@@ -133,16 +134,16 @@ class GraphRagRetriever(Retriever):
                 return [context, *items]
         return items
 
-    def _named_entities(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk,
+    def _named_entities(self, request: SearchRequest, store: GraphStore, graph: RetrievalGraph, walk: Walk,
                         min_similarity: float = 0.0) -> list[int]:
         with request.stage("graph_seeds"):
             names, grams = query_names(self.context, request)
             # only spaCy's names may match partially: a word n-gram such as "first goal" would match noise
             found = dict.fromkeys([*graph.match_names(names), *graph.match_names(grams, partial_limit=0)])
-            unmatched = [n for n in names if not graph.match_names([n])]
-            if min_similarity > 0 and unmatched:
+            unmatched = [n for n in names if not graph.match_names([n])] if min_similarity > 0 else []
+            if unmatched:
                 embedder = self.context.embedder
-                graph_snapshot_cache(self.context, self.context.graph()[0]).name_vectors(graph, embedder.model_id)
+                graph_snapshot_cache(self.context, store).name_vectors(graph, embedder.model_id)
                 vectors = np.asarray(embedder.encode(unmatched), dtype=np.float32)
                 vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
                 found.update(dict.fromkeys(graph.similar_names(embedder.model_id, vectors, min_similarity)))
