@@ -130,7 +130,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
     systems: list[SystemResult] = _baselines(dataset, encode, depth, log) if baselines else []
     ingest: dict[str, dict[str, Any]] = {}
     needs_graph = any(strategy_class(s).needs_graph for s in strategies)
-    needs_summaries = any(getattr(strategy_class(s), "needs_summaries", False) for s in strategies)
+    needs_summaries = any(strategy_class(s).needs_summaries for s in strategies)
 
     vectors = WeaviateStore.connect(eval_settings)
     graph = nlp = None
@@ -196,23 +196,13 @@ def _summaries(vectors: Any, embedder: Any, chunking: str, chunks: list[Any], ca
                log: Log) -> dict[str, Any]:
     """The chunking's RAPTOR-lite summary level (incremental): extractive unless RAGLOOM_SUMMARY_MODE=llm, so
     an evaluation is deterministic and does not wait on a model by default."""
-    from ragloom.indexing.summaries import summary_collection, sync_summaries
+    from ragloom.indexing.summaries import state_file, summary_model, sync_summaries
 
-    llm = None
-    if settings.summary_mode == "llm":
-        from ragloom.llm import LLMClient
-
-        llm = LLMClient.from_settings(settings)
-        if llm is None:
-            raise ConfigError("RAGLOOM_SUMMARY_MODE=llm but no model is configured (RAGLOOM_LLM_BASE_URL)")
-    state = settings.artifacts_dir / "summaries" / f"{vectors.collection_name(summary_collection(chunking))}.json"
     started = time.perf_counter()
-    try:
+    with summary_model(settings, settings.summary_mode == "llm") as llm:
+        state = state_file(settings.artifacts_dir, vectors, chunking)
         report = sync_summaries(vectors, embedder, chunking, chunks, state, cache=cache, llm=llm,
                                 budget_tokens=settings.summary_tokens, window=settings.summary_window, log=log)
-    finally:
-        if llm is not None:
-            llm.close()
     return {"summary_seconds": round(time.perf_counter() - started, 2), "summary_sections": report.sections,
             "summaries_built": report.built, "summary_method": report.method}
 

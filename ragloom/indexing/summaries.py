@@ -17,12 +17,13 @@ collection cannot also hold them) hold exactly the current sections' summaries, 
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,9 @@ class Section:
     chunk_ids: tuple[str, ...]
     text: str
 
-    @property
+    @cached_property
     def content_hash(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        return sha256_hex(self.text)
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,28 @@ class SummaryReport:
     def as_metadata(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "sync"} | {
             f"sync_{k}": v for k, v in self.sync.items() if isinstance(v, int | float | str | bool)}
+
+
+def state_file(root: Path, store: Any, chunking: str) -> Path:
+    """Where a chunking's summary state (hash and method per section) lives under an artifacts root."""
+    return root / "summaries" / f"{store.collection_name(summary_collection(chunking))}.json"
+
+
+@contextlib.contextmanager
+def summary_model(settings: Any, use_llm: bool) -> Iterator[Any]:
+    """The configured LLM that writes summaries (closed afterwards), or None for extractive ones."""
+    if not use_llm:
+        yield None
+        return
+    from ragloom.llm import LLMClient
+
+    llm = LLMClient.from_settings(settings)
+    if llm is None:
+        raise ConfigError("RAGLOOM_SUMMARY_MODE=llm but no model is configured (RAGLOOM_LLM_BASE_URL)")
+    try:
+        yield llm
+    finally:
+        llm.close()
 
 
 def sync_summaries(store: Any, embedder: Any, chunking: str, chunks: Sequence[Chunk], state_path: Path, *,

@@ -224,6 +224,7 @@ class Retriever(ABC):
     summary: ClassVar[str] = ""  # one line for `ragloom strategies`
     needs_embedder: ClassVar[bool] = True  # embeds the query (every strategy but bm25)
     needs_graph: ClassVar[bool] = False  # reads the Neo4j graph (and spaCy for the query's entities)
+    needs_summaries: ClassVar[bool] = False  # reads the chunking's summary level (ragloom eval builds it)
     declared_options: ClassVar[dict[str, Option]] = {}
 
     def __init__(self, context: RetrievalContext, chunking: str | None = None, **options: Any) -> None:
