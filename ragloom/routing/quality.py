@@ -25,10 +25,6 @@ class Quality:
     coverage: float
     diversity: float
 
-    def score(self) -> float:
-        """One number to compare tries: relevance plus coverage."""
-        return (self.best_cosine or 0.0) + self.coverage
-
     def as_dict(self) -> dict[str, Any]:
         return {k: (None if v is None else round(float(v), 4)) for k, v in asdict(self).items()}
 

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 from collections.abc import Mapping, Sequence
@@ -20,8 +19,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ragloom import files
 from ragloom.errors import RagloomError
 from ragloom.routing.features import FEATURE_NAMES, FEATURE_VERSION
+from ragloom.types import sha256_hex
 
 
 class RouterError(RagloomError):
@@ -100,11 +101,11 @@ class LearnedRouter:
     # artifact ---------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(self.model))
+        blob = pickle.dumps(self.model)
+        files.write_bytes(path, blob)  # a service loading the router never reads half a model
         card = {**self.card, "feature_version": FEATURE_VERSION, "feature_names": list(FEATURE_NAMES),
-                "strategies": self.strategies, "model_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-        card_path(path).write_text(json.dumps(card, indent=1), encoding="utf-8")
+                "strategies": self.strategies, "model_sha256": sha256_hex(blob)}
+        files.write_text(card_path(path), json.dumps(card, indent=1))
         return path
 
     @classmethod
@@ -118,7 +119,7 @@ class LearnedRouter:
             raise RouterError(f"router model {path} was trained on feature version {card.get('feature_version')}; "
                               f"this code computes version {FEATURE_VERSION}: retrain with `ragloom router train`")
         blob = path.read_bytes()
-        if hashlib.sha256(blob).hexdigest() != card.get("model_sha256"):
+        if sha256_hex(blob) != card.get("model_sha256"):
             raise RouterError(f"router model {path} does not match its card (sha256 differs): retrain it")
         return cls(pickle.loads(blob), list(card["strategies"]), card)
 
@@ -130,7 +131,7 @@ def card_path(model_path: Path) -> Path:
 def data_hash(rows: Sequence[Mapping[str, Any]]) -> str:
     """sha256 of the training data (query ids, feature values and per-strategy scores), order-independent."""
     text = "\n".join(sorted(json.dumps(r, sort_keys=True, default=float) for r in rows))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return sha256_hex(text)
 
 
 LLM_SCHEMA = {"type": "object", "properties": {"strategy": {"type": "string"}, "reason": {"type": "string"}},

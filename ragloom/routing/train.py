@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ragloom import files
 from ragloom.errors import ConfigError
 from ragloom.routing.features import FEATURE_VERSION
 from ragloom.routing.router import LearnedRouter, RuleRouter, data_hash
@@ -127,7 +128,7 @@ def train(eval_jsons: Sequence[Path], settings: Any, out: Path, folds: int = 5, 
         "feature_version": FEATURE_VERSION, "cv": report["pooled"]}
     model_path = LearnedRouter(make_model(seed).fit(X, Y), strategies, card).save(out)
     report["model"] = str(model_path)
-    model_path.with_name(model_path.stem + "_cv.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    files.write_text(model_path.with_name(model_path.stem + "_cv.json"), json.dumps(report, indent=1))
     return report
 
 
