@@ -45,7 +45,7 @@ class HeaderedChunker(Chunker):
             prefix = self.prefix(index.path_for(start, end))
             prefix_tokens = self.counter.count(prefix) - self.counter.special_tokens if prefix else 0
             budget = min(self.chunk_size, self.counter.max_tokens - prefix_tokens)
-            if self.counter.count(document.text[start:end]) <= budget:
+            if self._fits(document, start, end, budget):
                 spans.append(Span(start, end, embed_prefix=prefix))
                 continue
             # A budget the prefix shortened is rounded down, so sections share a few cached splitters instead
