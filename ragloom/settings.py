@@ -333,15 +333,15 @@ class Settings:
     @property
     def artifacts_dir(self) -> Path:
         """Parquet outputs of the assets and the embedding cache."""
-        return self.artifacts_path or self.data_dir / "artifacts"
+        return self.artifacts_path or self.data_dir / _UNDER_DATA_DIR["artifacts_path"]
 
     @property
     def resolved_uploads_dir(self) -> Path:
-        return self.uploads_dir or self.data_dir / "uploads"
+        return self.uploads_dir or self.data_dir / _UNDER_DATA_DIR["uploads_dir"]
 
     @property
     def resolved_keys_file(self) -> Path:
-        return self.service_keys_file or self.data_dir / "service" / "keys.json"
+        return self.service_keys_file or self.data_dir / _UNDER_DATA_DIR["service_keys_file"]
 
     @property
     def resolved_neo4j_uri(self) -> str:
