@@ -57,6 +57,7 @@ def run_evaluation(context: OpExecutionContext, config: EvalConfig, weaviate: We
     out = artifacts.root / artifacts.run_name("eval_results", context.run_id)
     paths = report.write(out)
     errors = [s.name for s in report.systems if s.error]
+    adaptive = {s.name: s.adaptive for s in report.systems if s.adaptive}
     return Output(str(out), metadata={
         "dataset": report.dataset, "documents": report.documents,
         **{f"queries_{level}": len(ids) for level, ids in report.query_ids.items()},
@@ -66,8 +67,7 @@ def run_evaluation(context: OpExecutionContext, config: EvalConfig, weaviate: We
         "json": MetadataValue.path(str(paths["json"])),
         "ingest": MetadataValue.json(report.ingest),
         "systems_failed": ", ".join(errors) or "none",
-        **({"adaptive": MetadataValue.json({s.name: s.adaptive for s in report.systems if s.adaptive})}
-           if any(s.adaptive for s in report.systems) else {}),
+        **({"adaptive": MetadataValue.json(adaptive)} if adaptive else {}),
         "config": MetadataValue.json(config.model_dump()),
     })
 

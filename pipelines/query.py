@@ -89,8 +89,11 @@ def adaptive_metadata(tally: Any) -> dict[str, Any]:
     """The adaptive strategy's mix and retry rate (ragloom.routing.monitor) as run metadata; none for others."""
     if not tally.queries:
         return {}
-    return {"adaptive": MetadataValue.json(tally.as_dict()), "adaptive_retry_rate": float(round(tally.retry_rate, 4)),
-            "adaptive_summary": tally.describe()}
+    from ragloom.routing import monitor
+
+    counts = tally.as_dict()
+    return {"adaptive": MetadataValue.json(counts), "adaptive_retry_rate": float(round(tally.retry_rate, 4)),
+            "adaptive_summary": monitor.describe(counts)}
 
 
 @op(description="Runs every query and writes the results as Parquet and JSON")
