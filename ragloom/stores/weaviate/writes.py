@@ -196,7 +196,8 @@ class Writes(Inventory):
                 # briefly read-only under concurrent writes) is stored yet not matched. Delete the rest by id,
                 # which reads the object store itself; ids that are really gone answer False.
                 with store_errors(f"delete from {self.collection_name(strategy)}"):
-                    deleted += sum(bool(collection.data.delete_by_id(u)) for u in uuids)
+                    deleted += sum(bool(collection.data.delete_by_id(u)) for u in uuids
+                                   if collection.data.exists(u))
         if deleted:
             self.bump_version(strategy)
         return deleted
