@@ -122,20 +122,17 @@ class SemanticChunker(Chunker):
         """The units compared (spans covering the text): sentences; with ``units="paragraph"`` paragraphs (and
         headings, list items, clauses), sentences only inside a paragraph longer than chunk_size. A sentence
         longer than chunk_size is cut by the size splitter."""
-        pattern = _PARAGRAPH if self.units == "paragraph" else _BOUNDARY
-        units: list[tuple[int, int]] = []
-        for (a, b), n in self._pieces(document, 0, len(document.text), pattern):
-            if n <= self.chunk_size:
-                units.append((a, b))
-            elif pattern is _PARAGRAPH:
-                units.extend(self._sentences_in(document, a, b))
-            else:
-                units.extend(self.split_range(document, a, b, self.chunk_size))
-        return units
+        patterns = (_PARAGRAPH, _BOUNDARY) if self.units == "paragraph" else (_BOUNDARY,)
+        return self._units_in(document, 0, len(document.text), patterns)
 
-    def _sentences_in(self, document: Document, start: int, end: int) -> list[tuple[int, int]]:
-        return [u for (a, b), n in self._pieces(document, start, end, _BOUNDARY)
-                for u in (self.split_range(document, a, b, self.chunk_size) if n > self.chunk_size else [(a, b)])]
+    def _units_in(self, document: Document, start: int, end: int,
+                  patterns: tuple[re.Pattern[str], ...]) -> list[tuple[int, int]]:
+        """``document.text[start:end]`` cut at ``patterns[0]``; a piece longer than chunk_size is cut by the next
+        pattern, and by the size splitter when none is left."""
+        if not patterns:
+            return self.split_range(document, start, end, self.chunk_size)
+        return [u for (a, b), n in self._pieces(document, start, end, patterns[0])
+                for u in ([(a, b)] if n <= self.chunk_size else self._units_in(document, a, b, patterns[1:]))]
 
     def _pieces(self, document: Document, start: int, end: int,
                 pattern: re.Pattern[str]) -> list[tuple[tuple[int, int], int]]:
