@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from ragloom.chunking.base import DEFAULT_CHUNK_SIZE, Chunker, HeadingIndex, Span, register_chunker
+from ragloom.chunking.base import DEFAULT_CHUNK_SIZE, Chunker, HeadingIndex, Span, register_chunker, trim
 from ragloom.chunking.tokens import TokenCounter
 from ragloom.errors import ChunkingError
 from ragloom.types import HEADING_SEPARATOR, Document
+
+UNITS = ("section", "paragraph")
+DEFAULT_MIN_TOKENS = 64  # paragraph units: best of 0 / 32 / 64 / 80 / 100 on ObliQA dev (README, "Tuning the chunkers")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
+# A paragraph that continues the one before it: a list item (bullet, "a)", "(a)", "b.", "(iv)", "(1)") ...
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•][ \t]|\(?(?:[a-zA-Z]|[ivxlcIVXLC]{1,5})[.)][ \t]|\(\d{1,3}\)[ \t])")
+# ... or any paragraph after one that announces it (ends with ":" or a dash)
+_LEAD_IN = re.compile(r"[:\-–—]\s*$")
 
 
 @register_chunker("headered")
@@ -21,10 +30,16 @@ class HeaderedChunker(Chunker):
 
     ``heading_prefix`` is off by default: with all-MiniLM-L6-v2 the path made the chunks of a section look alike
     to the dense lane and cost 0.054 of tokrecall@1024 on ObliQA dev (README, "Tuning the chunkers"); the BM25
-    lane reads the title and heading path of every chunk anyway."""
+    lane reads the title and heading path of every chunk anyway.
+
+    ``units``: ``section`` (the default) packs a long section's text into pieces of up to ``chunk_size``;
+    ``paragraph`` makes each blank-line paragraph its own chunk (a list stays with the paragraph that introduces
+    it, paragraphs under ``min_tokens`` take in the next): chunks that end where the document's own units end,
+    so a reader's token budget is not spent on the neighbouring rule."""
 
     def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, heading_prefix: bool = False, overlap: int = 0,
-                 prefix_levels: int = 0, counter: TokenCounter | None = None) -> None:
+                 prefix_levels: int = 0, units: str = "section", min_tokens: int | None = None,
+                 counter: TokenCounter | None = None) -> None:
         super().__init__(chunk_size=chunk_size, counter=counter)
         if not 0 <= overlap < chunk_size // 2:
             raise ChunkingError(f"headered: overlap={overlap} must be >= 0 and below half of chunk_size={chunk_size}")
@@ -33,10 +48,19 @@ class HeaderedChunker(Chunker):
         if prefix_levels < 0:
             raise ChunkingError(f"headered: prefix_levels={prefix_levels} must be >= 0 (0: the whole path)")
         self.prefix_levels = prefix_levels
+        if units not in UNITS:
+            raise ChunkingError(f"headered: units={units!r}; one of {', '.join(UNITS)}")
+        if min_tokens is None:
+            min_tokens = min(DEFAULT_MIN_TOKENS, chunk_size // 2)
+        if not 0 <= min_tokens <= chunk_size:
+            raise ChunkingError(f"headered: min_tokens={min_tokens} must be between 0 and chunk_size={chunk_size}")
+        self.units = units
+        self.min_tokens = min_tokens
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "heading_prefix": self.heading_prefix, "overlap": self.overlap,
-                "prefix_levels": self.prefix_levels}
+                "prefix_levels": self.prefix_levels, "units": self.units,
+                **({"min_tokens": self.min_tokens} if self.units == "paragraph" else {})}
 
     def split(self, document: Document) -> list[Span]:
         index = HeadingIndex(document)
@@ -45,6 +69,10 @@ class HeaderedChunker(Chunker):
             prefix = self.prefix(index.path_for(start, end))
             prefix_tokens = self.counter.count(prefix) - self.counter.special_tokens if prefix else 0
             budget = min(self.chunk_size, self.counter.max_tokens - prefix_tokens)
+            if self.units == "paragraph":
+                spans.extend(Span(a, b, embed_prefix=prefix)
+                             for a, b in self._paragraphs(document, index, start, end, budget))
+                continue
             if self._fits(document, start, end, budget):
                 spans.append(Span(start, end, embed_prefix=prefix))
                 continue
@@ -74,6 +102,39 @@ class HeaderedChunker(Chunker):
             if self._fits(document, start, first[0][1], budget):
                 return [(start, first[0][1]), *first[1:], *pieces[1:]]
         return self.split_range(document, start, end, budget, overlap)
+
+    def _paragraphs(self, document: Document, index: HeadingIndex, start: int, end: int,
+                    budget: int) -> list[tuple[int, int]]:
+        """``units="paragraph"``: the section's blank-line paragraphs, each its own piece (cut to ``budget`` when
+        longer); the heading lines join the first. A piece takes in the next one while the two fit ``budget`` and
+        the piece is under ``min_tokens``, or the next one is a list item, or the piece ends with ":" (a lead-in)."""
+        text = document.text
+        body = index.content_start(start, end)
+        if body is None:  # only heading lines (the document's last section)
+            return [(start, end)] if self._fits(document, start, end, budget) else self.split_range(
+                document, start, end, budget, self.overlap)
+        cuts = [body, *(m.end() for m in _BLANK_LINE.finditer(text, body, end)), end]
+        blocks = [trim(text, a, b) for a, b in zip(cuts, cuts[1:], strict=False)]
+        blocks = [(a, b) for a, b in blocks if a < b]
+        blocks[0] = (start, blocks[0][1])  # heading lines belong to the first paragraph
+        pieces: list[tuple[int, int]] = []
+        for (a, b), n in zip(blocks, self.counter.count_many([text[a:b] for a, b in blocks]), strict=True):
+            pieces.extend([(a, b)] if n <= budget else self.split_range(document, a, b, budget, self.overlap))
+        counts = [n - self.counter.special_tokens for n in self.counter.count_many([text[a:b] for a, b in pieces])]
+        room = budget - self.counter.special_tokens
+        merged: list[tuple[int, int]] = []
+        size = 0
+        for (a, b), n in zip(pieces, counts, strict=True):
+            joins = merged and (size < self.min_tokens or _LIST_ITEM.match(text, a)
+                                or _LEAD_IN.search(text, merged[-1][0], merged[-1][1]))
+            # pieces meet at whitespace, which WordPiece never spans, so counts add up; _fits makes sure
+            if joins and size + n <= room and self._fits(document, merged[-1][0], b, budget):
+                merged[-1] = (merged[-1][0], b)
+                size += n
+            else:
+                merged.append((a, b))
+                size = n
+        return merged
 
     def _fits(self, document: Document, start: int, end: int, budget: int) -> bool:
         return self.counter.count(document.text[start:end]) <= budget

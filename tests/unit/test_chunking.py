@@ -301,6 +301,48 @@ def test_headered_sub_splits_long_sections(real_docs, token_counter):
         assert {tuple(c.heading_path) for c in inside} == {tuple(index.path_for(a, b))}
 
 
+RULES = [f"{i}.1 Rule {i} asks every firm to keep records of" + " its books and ledgers" * 4 for i in range(1, 7)]
+
+
+def test_headered_paragraph_units_end_where_paragraphs_end(real_docs, sample_docs):
+    doc = document("# Book\n\n## 1 Part\n\n" + "\n\n".join(RULES))
+    assert len(make_chunker("headered").chunk(doc)) == 1  # sections pack their paragraphs up to chunk_size
+    chunker = make_chunker("headered", units="paragraph", min_tokens=0)
+    chunks = chunker.chunk(doc)
+    check_invariants(doc, chunks, chunker)
+    assert chunks[0].text == "# Book\n\n## 1 Part\n\n" + RULES[0]  # the heading lines join the first paragraph
+    assert [c.text for c in chunks[1:]] == RULES[1:]
+    for chunker in (make_chunker("headered", units="paragraph"), make_chunker("headered", units="paragraph",
+                                                                               chunk_size=64, overlap=8)):
+        for d in [*sample_docs, *real_docs]:
+            check_invariants(d, chunker.chunk(d), chunker)
+    with pytest.raises(ChunkingError):
+        make_chunker("headered", units="sentence")
+
+
+def test_headered_min_tokens_merges_short_paragraphs(token_counter):
+    doc = document("## 1 Part\n\n" + "\n\n".join(RULES))
+    single = make_chunker("headered", units="paragraph", min_tokens=0).chunk(doc)
+    merged = make_chunker("headered", units="paragraph", min_tokens=40).chunk(doc)
+    assert len(merged) < len(single) == len(RULES)
+    starts, ends = {c.start for c in single}, {c.end for c in single}
+    assert all(c.start in starts and c.end in ends for c in merged)  # whole paragraphs, merged
+    assert all(c.token_count - token_counter.special_tokens >= 40 for c in merged[:-1])
+    # a merge never overflows chunk_size: paragraphs of ~30 tokens under a 48-token cap stay apart
+    capped = make_chunker("headered", units="paragraph", min_tokens=40, chunk_size=48).chunk(doc)
+    assert len(capped) == len(RULES)
+    with pytest.raises(ChunkingError):
+        make_chunker("headered", units="paragraph", min_tokens=300)
+
+
+def test_headered_paragraph_units_keep_lists_with_their_lead_in():
+    text = ("## 3 Notices\n\n3.1 The notice must:\n\n(a) be in writing;\n\n(b) be signed by a director.\n\n"
+            "3.2 Fees are paid yearly.\n\n- by transfer\n\n- by cheque\n\n3.3 A rule that stands alone.")
+    chunks = make_chunker("headered", units="paragraph", min_tokens=0).chunk(document(text))
+    assert [c.text.split("\n")[-1] for c in chunks] == ["(b) be signed by a director.", "- by cheque",
+                                                         "3.3 A rule that stands alone."]
+
+
 # hierarchical --------------------------------------------------------------------------------------------
 
 
@@ -462,9 +504,12 @@ MARKDOWN = st.lists(st.tuples(BLOCK, SEPARATOR), min_size=1, max_size=25).map(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=MARKDOWN, name=st.sampled_from(STRATEGIES), size=st.sampled_from([16, 48, 200]))
-def test_invariants_hold_on_random_markdown(text, name, size):
+@given(text=MARKDOWN, name=st.sampled_from(STRATEGIES), size=st.sampled_from([16, 48, 200]),
+       units=st.sampled_from(["section", "paragraph"]))
+def test_invariants_hold_on_random_markdown(text, name, size, units):
     params = {"chunk_size": size}
+    if name == "headered":
+        params["units"] = units
     if name == "recursive":
         params["overlap"] = size // 4
     if name == "hierarchical":
