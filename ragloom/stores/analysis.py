@@ -1,11 +1,15 @@
-"""The BM25 lane's text analysis: lower-cased words, English stopwords removed, Snowball-stemmed (PyStemmer).
+"""The BM25 lane's text analysis: lower-cased words without possessive 's and English stopwords, each written
+twice: as itself and as its Snowball stem (PyStemmer) marked with ``STEM_MARK``.
 
 Weaviate's BM25 tokenizes words but does not stem, so "studies" never meets "study". Chunks are therefore
 written with an extra property, ``bm25_text``: this analysis of the document title, the heading path and the
 text (``bm25_source``), whitespace-joined,
 which the BM25 lane (and native hybrid's keyword half) searches with the query analysed the same way. The
-analyzer's name is recorded in each collection's description; a collection written with another analyzer
-(or none) is rebuilt by the next sync (vectors come from the embedding cache).
+stem term lets word forms meet ("studies" / "study"); the word term ranks the exact form above a mere stem
+match, so "performer" prefers "performer" to "performance" (Snowball gives both "perform"). The mark keeps
+the two vocabularies apart (a stem never counts as a word). The analyzer's name is recorded in each
+collection's description; a collection written with another analyzer (or none) is rebuilt by the next sync
+(vectors come from the embedding cache).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ import threading
 from collections.abc import Sequence
 from functools import lru_cache
 
-ANALYZER = "snowball-english-stop-title-v2"  # bump when the analysis changes: collections are rebuilt
+ANALYZER = "words-and-snowball-stems-stop-possessive-title-v3"  # bump when the analysis changes: rebuilt
+STEM_MARK = "~"  # before a stem term: not a word character, so no word term starts with it
 _WORD = re.compile(r"\w+", re.UNICODE)
+_POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")  # "Bonetti's" -> "Bonetti" (else a lone "s" term everywhere)
 # A standard English stopword list (the classic Lucene/Snowball set): function words only, so negations
 # ("not", "no") are kept out of it on purpose — claims hinge on them.
 STOPWORDS = frozenset("""
@@ -46,9 +52,10 @@ def bm25_source(title: str, heading_path: Sequence[str], text: str) -> str:
 
 
 def analyze(text: str) -> str:
-    """``text`` as the BM25 lane indexes and queries it: stems of its non-stopword words, space-joined."""
-    words = [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
-    return " ".join(_stemmer().stemWords(words))
+    """``text`` as the BM25 lane indexes and queries it: each non-stopword word, then its marked stem."""
+    words = [w for w in _WORD.findall(_POSSESSIVE.sub("", text.lower())) if w not in STOPWORDS]
+    stems = _stemmer().stemWords(words)
+    return " ".join(term for word, stem in zip(words, stems, strict=True) for term in (word, STEM_MARK + stem))
 
 
 @lru_cache(maxsize=4096)

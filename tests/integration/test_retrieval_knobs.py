@@ -133,7 +133,9 @@ def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(
         '{"_id": "mice", "title": "Mice", "text": "Earlier studies of running mice measured their hearts."}\n'
-        '{"_id": "cats", "title": "Cats", "text": "A cat sat on the mat and slept all afternoon."}\n')
+        '{"_id": "cats", "title": "Cats", "text": "A cat sat on the mat and slept all afternoon."}\n'
+        '{"_id": "performance", "title": "Live one", "text": "The performance was in Paris."}\n'
+        '{"_id": "performer", "title": "Live two", "text": "The performer was recorded in Paris."}\n')
     documents = read_corpus(corpus, "stems")
     prefix = weaviate_store_factory(f"TestStems{uuid.uuid4().hex[:8]}").prefix  # dropped and checked at teardown
     ns = dataclasses.replace(settings, collection_prefix=prefix, bm25_k1=1.5, bm25_b=0.5)
@@ -149,6 +151,10 @@ def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path
         hits = vectors.bm25("recursive", "a study that runs", 5)
         assert [h.document_id for h in hits] == ["mice"] and "bm25_text" not in hits[0].metadata
         assert vectors.bm25("recursive", "the and of", 5) == []  # stopwords only
+        # both match through the stem "perform"; the exact word ranks first (the shorter text would win on the
+        # stem alone)
+        assert [h.document_id for h in vectors.bm25("recursive", "Who was the performer's?", 5)] == [
+            "performer", "performance"]
         hybrid = vectors.hybrid("recursive", "a study that runs", embedder.encode(["study runs"])[0], 5, alpha=0.0)
         assert hybrid and hybrid[0].document_id == "mice"
 

@@ -149,18 +149,43 @@ def test_result_cache_expires_after_its_ttl_and_evicts_the_oldest():
     assert cache.get("b") is None and cache.get("c") is not None and cache.get("d") is not None
 
 
-def test_bm25_analysis_stems_and_drops_stopwords():
+def test_bm25_analysis_writes_each_word_and_its_marked_stem_without_stopwords():
     from ragloom.stores.analysis import analyze
     from ragloom.stores.weaviate.schema import object_properties
     from ragloom.types import Chunk
 
-    assert analyze("The Studies of running mice, not cats") == "studi run mice not cat"
-    assert analyze("a study that runs") == analyze("studies running")
+    assert analyze("The Studies of running mice, not cats") == (
+        "studies ~studi running ~run mice ~mice not ~not cats ~cat")
+    # word forms meet through their stem terms only
+    assert set(analyze("a study that runs").split()) & set(analyze("studies running").split()) == {"~studi", "~run"}
     chunk = Chunk(chunk_id="c", document_id="d", strategy="recursive", text="Running studies", start=0, end=15,
                   token_count=3, position=0, heading_path=["Trials"])
-    assert object_properties(chunk)["bm25_text"] == "trial run studi"
+    assert object_properties(chunk)["bm25_text"] == "trials ~trial running ~run studies ~studi"
     # the document's title goes in front, unless it already is the first heading
     titled = dataclasses.replace(chunk, metadata={"title": "Mouse cohorts"})
-    assert object_properties(titled)["bm25_text"] == "mous cohort trial run studi"
+    assert object_properties(titled)["bm25_text"] == (
+        "mouse ~mous cohorts ~cohort trials ~trial running ~run studies ~studi")
     same = dataclasses.replace(chunk, metadata={"title": "Trials"})
-    assert object_properties(same)["bm25_text"] == "trial run studi"
+    assert object_properties(same)["bm25_text"] == "trials ~trial running ~run studies ~studi"
+
+
+def test_bm25_analysis_ranks_the_exact_word_above_a_stem_match():
+    import bm25s
+
+    from ragloom.stores.analysis import analyze
+
+    # Snowball stems both "performer" and "performance" to "perform"
+    docs = ["The performance was recorded live in Paris.", "The performer was recorded live in Paris."]
+    index = bm25s.BM25(k1=1.2, b=0.75)
+    index.index([analyze(d).split() for d in docs], show_progress=False)
+    scores = index.get_scores(analyze("Who was the performer?").split())
+    assert scores[1] > scores[0] > 0  # both match through the stem; the exact word ranks first
+
+
+def test_bm25_analysis_drops_the_possessive_s_only():
+    from ragloom.stores.analysis import analyze
+
+    assert analyze("Peter Bonetti's team") == analyze("Peter Bonetti\u2019s team") == analyze("Peter Bonetti team")
+    assert "s" not in analyze("the club's ground").split()
+    # other apostrophes and single letters stay words
+    assert analyze("vitamin D for O'Brien") == "vitamin ~vitamin d ~d o ~o brien ~brien"

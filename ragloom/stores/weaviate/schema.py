@@ -3,7 +3,7 @@ All pure (the ``weaviate`` imports only build configuration objects).
 
 Schema. Each chunking strategy gets ``<prefix><Strategy>`` (e.g. ``RagloomRecursive``), HNSW with cosine
 distance, no vectorizer. Ids, paths and scope fields use FIELD tokenization (exact filters); ``text`` and
-``heading_path`` (" > "-joined) use WORD tokenization; ``bm25_text`` (both, stemmed: ragloom.stores.analysis)
+``heading_path`` (" > "-joined) use WORD tokenization; ``bm25_text`` (words and stems: ragloom.stores.analysis)
 carries BM25; ``embed_text`` is stored only.
 Object UUIDs are uuid5 of the chunk id, so writing a chunk twice overwrites it. The collection's
 description records the model id and dimension of its vectors, so a model change is detectable.
@@ -65,7 +65,8 @@ CORE_PROPERTIES: dict[str, tuple[str, str | None, bool, bool]] = {
     "scope_agent": ("TEXT", "FIELD", False, True),
     "text": ("TEXT", "WORD", True, True),
     "embed_text": ("TEXT", "WORD", False, False),
-    # heading path + text, stemmed without stopwords (ragloom.stores.analysis): what the BM25 lane searches
+    # title + heading path + text as words and marked stems, no stopwords (ragloom.stores.analysis): what the
+    # BM25 lane searches
     "bm25_text": ("TEXT", "WHITESPACE", True, False),
 }
 RESERVED_METADATA = ("title", "source_path")  # chunk.metadata keys that fill core properties
