@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--level", default="document", choices=("document", "passage"))
     parser.add_argument("--strategy", default="graph_rag")
     parser.add_argument("--references", default="dense,hybrid")
-    parser.add_argument("--base", default="{}", help="options every point starts from (JSON)")
+    parser.add_argument("--base", default="{}", help="options every point starts from (JSON; not the references)")
     parser.add_argument("--grid", action="append", default=[], help="JSON {option: [values]}; repeatable")
     parser.add_argument("--json", default="", help="write the rows here")
     args = parser.parse_args(argv)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         refs = {}
         for name in [n for n in args.references.split(",") if n]:
             started = time.perf_counter()
-            refs[name] = _run_strategy(rag, dataset, name, args.chunking, args.depth, base, quiet)
+            refs[name] = _run_strategy(rag, dataset, name, args.chunking, args.depth, DEFAULT_QUERY_OPTIONS, quiet)
             print(f"# {name}: {time.perf_counter() - started:.1f}s", file=sys.stderr)
         header = (f"| {'system':48} | R@2 | R@5 | R@10 | AR@5 | nDCG@10 | "
                   + " | ".join(f"ΔR@5 vs {r}" for r in refs) + " | "

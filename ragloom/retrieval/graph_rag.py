@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ragloom.errors import RagloomError
+from ragloom.errors import RagloomError, RetrievalError
 from ragloom.retrieval import fusion, lanes, ppr
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
 from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk
@@ -61,6 +61,8 @@ class GraphRagRetriever(Retriever):
                                            "lane answers (single-hop questions keep hybrid's ranking)"),
         "lane_weight": Option(2.0, min=0.0, max=10.0,
                               help="RRF weight of the vector lane's own ranking fused with the walk's (0 = walk only)"),
+        "lane_head": Option(0, min=0, max=1000,
+                            help="the vector lane's first n chunks lead the answer, in its order; the walk ranks the rest"),
         "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),
         "cooccurrence_weight": Option(0.5, min=0.0, max=100.0, help="edge factor of same-sentence co-occurrence"),
         "synonym_weight": Option(1.0, min=0.0, max=100.0, help="edge factor of synonym edges (x similarity)"),
@@ -78,9 +80,14 @@ class GraphRagRetriever(Retriever):
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
-        request.vector()  # embed once, before the lanes split
+        lane_name = options["vector_lane"]
+        try:
+            request.vector()  # embed once, before the lanes split
+        except RagloomError as e:  # the embedder failing: BM25 seeds the passages instead
+            request.fallbacks.append(f"graph_rag: lane {lane_name} failed, bm25 seeds the walk: {e}")
+            lane_name = "bm25"
         # The lane waits on Weaviate while spaCy and the graph work here: run it alongside.
-        lane = _lane_pool().submit(lanes.run, options["vector_lane"], request, self.chunking,
+        lane = _lane_pool().submit(lanes.run, lane_name, request, self.chunking,
                                    max(options["candidates"], request.fetch_k), alpha=options["alpha"],
                                    fusion_type=options["fusion_type"])
         store, why = self.context.graph()
@@ -99,7 +106,14 @@ class GraphRagRetriever(Retriever):
             if options["query_entities"] else []
         if options["require_named"] and not named:
             return _fallback(request, lane, "the query names no entity of the graph")
-        candidates = lane.result()
+        try:
+            candidates = lane.result()
+        except RagloomError as e:  # the walk answers alone, from the entities the query names
+            if not named:
+                raise RetrievalError(f"graph_rag: every lane failed: vector lane: {e}; graph: the query names "
+                                     "no entity of the graph") from e
+            request.fallbacks.append(f"graph_rag: lane {lane_name} failed, the walk answers alone: {e}")
+            candidates = []
         with request.stage("graph_seeds"):
             nodes = [graph.chunk_node(item.chunk_id) for item in candidates]
             scored = {n: float(item.score) for n, item in zip(nodes, candidates, strict=True)
@@ -123,6 +137,8 @@ class GraphRagRetriever(Retriever):
             with request.stage("fusion"):
                 items = fusion.rrf({"graph": items, "lane": candidates}, k=request.fetch_k,
                                    weights={"lane": options["lane_weight"]})
+        if options["lane_head"] > 0:
+            items = _lane_first(candidates[: options["lane_head"]], items, request.fetch_k)
         request.lane("graph")
         request.info["graph"] = {
             "seeds": [graph.entity_names[e] for e in entities], "named_in_query": len(named),
@@ -179,6 +195,12 @@ class GraphRagRetriever(Retriever):
         return out[:want]
 
 
+def _lane_first(head: list[RetrievedItem], ranked: list[RetrievedItem], k: int) -> list[RetrievedItem]:
+    """``head`` in its own order, then ``ranked`` without the chunks already listed, at most ``k``."""
+    taken = {item.chunk_id for item in head}
+    return [*head, *(item for item in ranked if item.chunk_id not in taken)][:k]
+
+
 def query_names(context: Any, request: SearchRequest) -> tuple[list[str], list[str]]:
     """Normalised names the query may mention: (spaCy's entity names, every word n-gram with single stop
     words and words under 3 letters left out), to match against the graph's normalised names and aliases."""
@@ -216,9 +238,13 @@ def graph_snapshot(context: Any, store: Any, chunking: str) -> RetrievalGraph:
 
 def _fallback(request: SearchRequest, lane: Future[list[RetrievedItem]], reason: str) -> list[RetrievedItem]:
     """The vector lane's own ranking (the lane already in flight is reused, never abandoned)."""
+    try:
+        items = lane.result()
+    except RagloomError as e:
+        raise RetrievalError(f"graph_rag: every lane failed: vector lane: {e}; graph: {reason}") from e
     request.fallbacks.append(f"graph_rag->hybrid: {reason}")
     log.info("graph_rag falls back to its vector lane: %s", reason)
-    return lane.result()[: request.fetch_k]
+    return items[: request.fetch_k]
 
 
 def _context_item(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, seeds: dict[int, float],

@@ -18,7 +18,7 @@ import pytest
 from ragloom.api import Ragloom
 from ragloom.chunking import get_chunker
 from ragloom.embedding import make_embedder
-from ragloom.errors import FilterError, RagloomError, RetrievalError
+from ragloom.errors import EmbeddingError, FilterError, RagloomError, RetrievalError, StoreError
 from ragloom.evaluation.datasets import load_dataset
 from ragloom.extraction import EntityExtractor, load_nlp
 from ragloom.indexing.graph import sync_graph
@@ -364,6 +364,52 @@ def test_graph_rag_whose_graph_load_fails_answers_from_its_vector_lane(musique_c
     assert walked.metadata["fallbacks"] == [] and "graph" in walked.metadata  # the same query walks
     hybrid = musique_corpus.rag.query(question, strategy="hybrid", k=3, abstain=False)
     assert doc_ids(result)[0] == doc_ids(hybrid)[0]
+
+
+class _BrokenEmbedder:
+    model_id, dimension = "broken", 384
+
+    def encode(self, texts):
+        raise EmbeddingError("the embedding model crashed")
+
+
+class _SearchesFail:
+    """The real Weaviate store, except that its searches raise (fetching chunks by id still works)."""
+
+    def __init__(self, store: WeaviateStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name):
+        if name in ("hybrid", "near_vector", "bm25"):
+            def fail(*args, **kwargs):
+                raise StoreError(f"weaviate {name}: connection reset")
+            return fail
+        return getattr(self._store, name)
+
+
+def test_graph_rag_whose_embedder_fails_seeds_the_walk_from_bm25(musique_corpus, models):
+    _, nlp = models
+    with Ragloom(musique_corpus.settings, vectors=musique_corpus.vectors, graph=musique_corpus.graph,
+                 embedder=_BrokenEmbedder(), nlp=nlp) as broken:
+        result = broken.query(BONETTI, strategy="graph_rag", k=5, abstain=False)
+    assert result.metadata["fallbacks"] == [
+        "graph_rag: lane hybrid failed, bm25 seeds the walk: the embedding model crashed"]
+    assert result.metadata["lanes_run"] == ["bm25", "graph"] and result.metadata["graph"]["passage_seeds"] > 0
+    assert doc_ids(result)
+
+
+def test_graph_rag_whose_vector_lane_fails_answers_from_the_walk(musique_corpus, models):
+    embedder, nlp = models
+    with Ragloom(musique_corpus.settings, vectors=_SearchesFail(musique_corpus.vectors),
+                 graph=musique_corpus.graph, embedder=embedder, nlp=nlp) as failing:
+        result = failing.query(BONETTI, strategy="graph_rag", k=5, abstain=False)
+        assert len(result.metadata["fallbacks"]) == 1
+        assert result.metadata["fallbacks"][0].startswith("graph_rag: lane hybrid failed, the walk answers alone")
+        assert result.metadata["graph"]["passage_seeds"] == 0 and result.metadata["graph"]["named_in_query"] >= 1
+        walked = [i for i in result.items if i.metadata.get("source") != "graph_rag"]
+        assert walked and all("graph" in i.lane_scores for i in walked)  # fetched by id, ranked by the walk
+        with pytest.raises(RetrievalError, match="every lane failed: vector lane: hybrid: .*connection reset"):
+            failing.query("what is it about?", strategy="graph_rag", k=5, abstain=False)
 
 
 def test_hierarchical_on_a_flat_collection_searches_flat(scifact, scifact_corpus):
