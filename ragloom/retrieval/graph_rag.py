@@ -4,6 +4,7 @@ after a context item stating the part of the graph around the query."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -185,6 +186,7 @@ class GraphRagRetriever(Retriever):
             if item is None:  # filtered out by the user's filters (or gone from Weaviate)
                 continue
             node = graph.chunk_node(chunk_id)
+            item = dataclasses.replace(item, lane_scores=dict(item.lane_scores))  # the lane's items stay as they are
             item.score = float(chunk_mass[node])
             item.lane_scores["graph"] = item.score
             out.append(item)

@@ -229,6 +229,14 @@ def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_cor
     fused = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False)  # default lane_weight 2
     assert doc_ids(fused) != doc_ids(plain)  # the vector lane's weight moves the walk's ranking
     assert doc_ids(heavy) != doc_ids(plain)  # the passage seeds' weight moves the ranking
+    lane = musique_corpus.rag.query(text, strategy="hybrid", k=50, abstain=False, dedup=False)
+    walk = {"k": 10, "abstain": False, "dedup": False, "graph_context": False, "lane_weight": 0.0}
+    walked = musique_corpus.rag.query(text, strategy="graph_rag", **walk)
+    headed = musique_corpus.rag.query(text, strategy="graph_rag", lane_head=3, **walk)
+    assert [i.chunk_id for i in headed.items[:3]] == [i.chunk_id for i in lane.items[:3]]  # the lane leads
+    assert [i.chunk_id for i in walked.items[:3]] != [i.chunk_id for i in lane.items[:3]]
+    rest = [i.chunk_id for i in walked.items if i.chunk_id not in {j.chunk_id for j in lane.items[:3]}]
+    assert [i.chunk_id for i in headed.items[3:]] == rest[:7]  # then the walk's order
     for bad in ({"damping": 1.0}, {"passage_weight": -1}, {"vector_lane": "bm25"}, {"candidates": 0}):
         with pytest.raises(RetrievalError, match=next(iter(bad))):
             musique_corpus.rag.query(text, strategy="graph_rag", **bad)
