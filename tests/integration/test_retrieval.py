@@ -226,12 +226,12 @@ def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_cor
     assert "graph" not in lane_only.metadata["lanes_run"] and doc_ids(lane_only)
     heavy = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0,
                                      passage_weight=5.0)
-    fused = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False)  # default lane_weight 2
+    fused = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=2.0)
     assert doc_ids(fused) != doc_ids(plain)  # the vector lane's weight moves the walk's ranking
     assert doc_ids(heavy) != doc_ids(plain)  # the passage seeds' weight moves the ranking
     lane = musique_corpus.rag.query(text, strategy="hybrid", k=50, abstain=False, dedup=False)
-    walk = {"k": 10, "abstain": False, "dedup": False, "graph_context": False, "lane_weight": 0.0}
-    walked = musique_corpus.rag.query(text, strategy="graph_rag", **walk)
+    walk = {"k": 10, "abstain": False, "dedup": False, "graph_context": False, "lane_weight": 0.0, "max_seeds": 5}
+    walked = musique_corpus.rag.query(text, strategy="graph_rag", lane_head=0, **walk)
     headed = musique_corpus.rag.query(text, strategy="graph_rag", lane_head=3, **walk)
     assert [i.chunk_id for i in headed.items[:3]] == [i.chunk_id for i in lane.items[:3]]  # the lane leads
     assert [i.chunk_id for i in walked.items[:3]] != [i.chunk_id for i in lane.items[:3]]
@@ -700,7 +700,7 @@ def test_graph_rag_follows_an_ingest_and_a_deletion_without_a_restart(index, mod
     h1_chunks = {c.chunk_id for c in get_chunker("recursive").chunk_many([HARBOR[0]])}
     assert h1_chunks <= set(cache.get("recursive").chunk_ids)
     sync(corpus, [*HARBOR, HARBOR_LATER])  # the same Ragloom object keeps answering
-    second = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
+    second = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False, lane_head=0)
     assert second.metadata["graph"]["graph_version"] != first.metadata["graph"]["graph_version"]
     assert second.metadata["graph"]["chunks"] == first.metadata["graph"]["chunks"] + 1
     reached = [i for i in second.items if i.document_id == "h3"]
