@@ -343,6 +343,15 @@ def _display(path: Path | str, root: Path) -> str:
         return str(path)
 
 
+def _folder_inside(folder: Path, root_abs: Path) -> bool:
+    """Whether a folder lies in the root, both as named (`..` resolved lexically) and after symlinks."""
+    lexical = Path(os.path.normpath(folder))
+    try:
+        return lexical.is_relative_to(root_abs) and lexical.resolve().is_relative_to(root_abs.resolve())
+    except (OSError, RuntimeError, ValueError):  # a symlink loop or an unencodable name: not walked
+        return False
+
+
 def _iter_files(paths_or_dirs: Iterable[Path | str], root: Path, rejections: list[Rejection]) -> Iterable[Path]:
     root_abs = Path(os.path.abspath(root))
     for given in paths_or_dirs:
@@ -355,6 +364,11 @@ def _iter_files(paths_or_dirs: Iterable[Path | str], root: Path, rejections: lis
         except OSError:  # e.g. a name longer than the file system allows: parse_path reports it
             is_dir = False
         if is_dir and not absolute.is_symlink():
+            if not _folder_inside(absolute, root_abs):
+                # walking it would list every file below (for "/", the whole machine) only to refuse each one
+                rejections.append(Rejection(_display(path, root), "outside_root",
+                                            f"{given} is a folder outside the source root {root}: not walked"))
+                continue
             for folder, dirnames, filenames in os.walk(absolute):
                 dirnames.sort()
                 for name in list(dirnames):

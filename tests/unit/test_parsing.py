@@ -295,6 +295,20 @@ def test_path_traversal_is_rejected(tmp_path):
     assert e.value.reason == "outside_root"
 
 
+def test_a_folder_outside_the_root_is_one_rejection_and_not_walked(tmp_path):
+    root = tmp_path / "uploads"
+    (root / "acme").mkdir(parents=True)
+    (root / "acme" / "in.md").write_text("# In\n")
+    (tmp_path / "outside" / "sub").mkdir(parents=True)
+    (tmp_path / "outside" / "sub" / "secret.md").write_text("# Secret\n")
+    (root / "acme" / "up").symlink_to(tmp_path / "outside", target_is_directory=True)
+    batch = parse_sources(["/", "..", "acme/../..", "acme/up/sub"], root)
+    assert batch.documents == []
+    assert [(r.source_path, r.reason) for r in batch.rejections] == [
+        ("/", "outside_root"), ("..", "outside_root"), ("acme/../..", "outside_root"), ("acme/up/sub", "outside_root")]
+    assert [d.source_path for d in parse_sources(["acme", "."], root).documents] == ["acme/in.md"]
+
+
 def test_unsupported_missing_and_bad_sidecar(tmp_path):
     (tmp_path / "data.csv").write_text("a,b\n")
     (tmp_path / "typo.md").write_text("# Typo\n")
