@@ -223,7 +223,7 @@ def test_heading_path_on_a_known_obliqa_section(name, real_docs):
 
 def test_headered_chunks_stay_inside_one_section_and_prefix_the_path(real_docs):
     cib = real_docs[0]
-    chunker = make_chunker("headered", heading_prefix=True)
+    chunker = make_chunker("headered", units="section", heading_prefix=True)
     chunks = chunker.chunk(cib)
     index = HeadingIndex(cib)
     for c in chunks:
@@ -235,7 +235,7 @@ def test_headered_chunks_stay_inside_one_section_and_prefix_the_path(real_docs):
     assert all(index.content_start(c.start, c.end) is not None for c in chunks)  # no bare-heading chunk
     section = next(c for c in chunks if "1.2.1 Captive Insurance Business means" in c.text)
     assert section.heading_path == [CIB, "1 GENERAL PROVISIONS", "1.2 Captive Insurance Business"]
-    plain = make_chunker("headered", heading_prefix=False).chunk(cib)
+    plain = make_chunker("headered", units="section", heading_prefix=False).chunk(cib)
     assert all(c.embed_text == c.text for c in plain)
     assert len(plain) <= len(chunks)  # without a prefix the whole budget goes to the text
 
@@ -243,15 +243,15 @@ def test_headered_chunks_stay_inside_one_section_and_prefix_the_path(real_docs):
 def test_headered_prefix_goes_into_the_models_room_above_chunk_size(real_docs, token_counter):
     """chunk_size 200 leaves 56 of the model's 256 tokens: prefixes that fit there do not shorten the text."""
     cib = real_docs[0]
-    with_prefix = make_chunker("headered", heading_prefix=True).chunk(cib)
-    plain = make_chunker("headered", heading_prefix=False).chunk(cib)
+    with_prefix = make_chunker("headered", units="section", heading_prefix=True).chunk(cib)
+    plain = make_chunker("headered", units="section", heading_prefix=False).chunk(cib)
     prefixes = [token_counter.count(c.embed_text) - c.token_count for c in with_prefix]
     assert max(prefixes) <= token_counter.max_tokens - 200
     assert [(c.start, c.end) for c in with_prefix] == [(c.start, c.end) for c in plain]
     assert max(token_counter.count(c.embed_text) for c in with_prefix) > 200  # the prefix used the headroom
     # a long path still takes its tokens out of the text: at chunk_size 250 only 6 tokens are left above it
-    tight = make_chunker("headered", chunk_size=250, heading_prefix=True).chunk(cib)
-    assert len(tight) > len(make_chunker("headered", chunk_size=250, heading_prefix=False).chunk(cib))
+    tight = make_chunker("headered", units="section", chunk_size=250, heading_prefix=True).chunk(cib)
+    assert len(tight) > len(make_chunker("headered", units="section", chunk_size=250, heading_prefix=False).chunk(cib))
 
 
 def test_headered_embeds_the_bare_text_by_default(real_docs):
@@ -279,22 +279,24 @@ def test_headered_overlap_stays_inside_a_section(real_docs):
     sections = HeadingIndex(cib).sections()
     section_of = lambda c: next(i for i, (a, b) in enumerate(sections) if a <= c.start < b)  # noqa: E731
     for overlap, expect in ((0, False), (30, True)):
-        chunks = make_chunker("headered", overlap=overlap).chunk(cib)
-        check_invariants(cib, chunks, make_chunker("headered", overlap=overlap))
+        chunks = make_chunker("headered", units="section", overlap=overlap).chunk(cib)
+        check_invariants(cib, chunks, make_chunker("headered", units="section", overlap=overlap))
         pairs = list(zip(chunks, chunks[1:], strict=False))
         assert any(b.start < a.end for a, b in pairs) == expect
         assert all(section_of(a) == section_of(b) for a, b in pairs if b.start < a.end)
     with pytest.raises(ChunkingError):
-        make_chunker("headered", overlap=100)
+        make_chunker("headered", units="section", overlap=100)
 
 
-def test_headered_sub_splits_long_sections(real_docs, token_counter):
+@pytest.mark.parametrize("units", ["section", "paragraph"])
+def test_headered_sub_splits_long_sections(real_docs, token_counter, units):
     cib = real_docs[0]
     index = HeadingIndex(cib)
     sections = index.sections()
-    long_sections = [(a, b) for a, b in sections if token_counter.count(cib.text[a:b]) > 200]
+    chunker = make_chunker("headered", units=units)
+    long_sections = [(a, b) for a, b in sections if token_counter.count(cib.text[a:b]) > chunker.chunk_size]
     assert long_sections, "the CIB rulebook has sections longer than one chunk"
-    chunks = make_chunker("headered").chunk(cib)
+    chunks = chunker.chunk(cib)
     for a, b in long_sections:
         inside = [c for c in chunks if a <= c.start and c.end <= b]
         assert len(inside) >= 2 and inside[0].start == a and inside[-1].end == b
@@ -306,7 +308,7 @@ RULES = [f"{i}.1 Rule {i} asks every firm to keep records of" + " its books and 
 
 def test_headered_paragraph_units_end_where_paragraphs_end(real_docs, sample_docs):
     doc = document("# Book\n\n## 1 Part\n\n" + "\n\n".join(RULES))
-    assert len(make_chunker("headered").chunk(doc)) == 1  # sections pack their paragraphs up to chunk_size
+    assert len(make_chunker("headered", units="section").chunk(doc)) == 1  # sections pack paragraphs
     chunker = make_chunker("headered", units="paragraph", min_tokens=0)
     chunks = chunker.chunk(doc)
     check_invariants(doc, chunks, chunker)
@@ -318,6 +320,11 @@ def test_headered_paragraph_units_end_where_paragraphs_end(real_docs, sample_doc
             check_invariants(d, chunker.chunk(d), chunker)
     with pytest.raises(ChunkingError):
         make_chunker("headered", units="sentence")
+
+
+def test_headered_defaults_to_paragraph_units():
+    default = make_chunker("headered")
+    assert (default.units, default.min_tokens, default.chunk_size) == ("paragraph", 64, 200)
 
 
 def test_headered_min_tokens_merges_short_paragraphs(token_counter):
@@ -333,6 +340,19 @@ def test_headered_min_tokens_merges_short_paragraphs(token_counter):
     assert len(capped) == len(RULES)
     with pytest.raises(ChunkingError):
         make_chunker("headered", units="paragraph", min_tokens=300)
+
+
+def test_headered_short_closing_paragraphs_join_the_unit_above():
+    """A short paragraph that opens nothing (no number, no heading) closes the rule above it; a short numbered
+    one opens the next."""
+    long_rule = "4.4 A firm that uses Virtual Assets in an ancillary manner" + " needs no approval for it" * 12 + "."
+    text = f"## 4 Use\n\n{long_rule}\n\nThis applies to every firm.\n\n4.5 Short rule.\n\n{long_rule[4:]}"
+    doc = document(text)
+    chunks = make_chunker("headered", min_tokens=64).chunk(doc)
+    assert chunks[0].text.endswith("4.4 " + long_rule[4:] + "\n\nThis applies to every firm.")
+    assert chunks[1].text.startswith("4.5 Short rule.\n\n")
+    apart = make_chunker("headered", min_tokens=0).chunk(doc)
+    assert apart[1].text == "This applies to every firm."
 
 
 def test_headered_paragraph_units_keep_lists_with_their_lead_in():
