@@ -7,8 +7,9 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import grpc
 import httpx
+import numpy as np
 import pytest
-from weaviate.exceptions import WeaviateConnectionError, WeaviateQueryError
+from weaviate.exceptions import WeaviateConnectionError, WeaviateQueryError, WeaviateRetryError
 
 from ragloom.errors import StoreError
 from ragloom.filters import meta_property_name
@@ -124,3 +125,34 @@ def test_a_failure_can_be_explained_and_store_errors_pass_through():
     with pytest.raises(StoreError, match="^ours$"):
         with store_errors("bm25 on X", explain=lambda: "not used"):
             raise StoreError("ours")
+
+
+class _CountingCollection:
+    """A collection whose every insert_many fails as a whole with ``error``, counting the requests."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error, self.requests, self.data = error, 0, self
+
+    def insert_many(self, objects):
+        self.requests += 1
+        raise self.error
+
+
+@pytest.mark.parametrize(("error", "requests"), [
+    (WeaviateRetryError("UNAVAILABLE: failed to connect to all addresses", 3), 1),  # the client backed off already
+    (WeaviateConnectionError("down"), 4),  # not retried by the client: our bounded retries (RETRY_DELAYS)
+])
+def test_a_request_the_client_already_retried_is_not_retried_again(monkeypatch, error, requests):
+    from ragloom.stores.weaviate import WeaviateStore, writes
+
+    collection = _CountingCollection(error)
+    store = WeaviateStore(object(), "Fake")
+    monkeypatch.setattr(store, "exists", lambda strategy: True)
+    monkeypatch.setattr(store, "_properties", lambda name, refresh=False: {})
+    monkeypatch.setattr(store, "_collection", lambda strategy, write=False: collection)
+    monkeypatch.setattr(writes.time, "sleep", lambda seconds: None)
+    chunk = Chunk(chunk_id="c1", document_id="d1", strategy="recursive", text="x", start=0, end=1, token_count=1,
+                  position=0)
+    with pytest.raises(StoreError, match=f"^Weaviate: writing to FakeRecursive failed.*{type(error).__name__}"):
+        store.write_chunks("recursive", [chunk], np.ones((1, 4), dtype=np.float32))
+    assert collection.requests == requests

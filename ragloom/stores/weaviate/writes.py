@@ -24,7 +24,15 @@ RETRY_DELAYS = (0.25, 0.5, 1.0)  # backoff between retries of failed objects; bo
 
 
 class _RequestFailed(Exception):
-    """An insert request failed as a whole (no per-object errors): the server or the network is down."""
+    """An insert request failed as a whole (no per-object errors): the server or the network is down.
+
+    ``backed_off``: the client library already retried it with its own exponential backoff (weaviate-client
+    retries an unavailable server for ~15 s per request): retrying that again would only multiply the wait
+    before an outage is reported (4 attempts took over a minute), so it fails the write at once."""
+
+    def __init__(self, message: str, backed_off: bool = False) -> None:
+        super().__init__(message)
+        self.backed_off = backed_off
 
 
 @dataclass
@@ -98,6 +106,8 @@ class Writes(Inventory):
                 try:
                     errors.update(self._insert(collection, [objects[i] for i in part], part))
                 except _RequestFailed as e:
+                    if e.backed_off:
+                        raise StoreError(f"Weaviate: writing to {name} failed: {e}") from e
                     unreachable = str(e)
                     errors.update(dict.fromkeys(part, unreachable))
             pending = sorted(errors)
@@ -116,7 +126,7 @@ class Writes(Inventory):
     @staticmethod
     def _insert(collection: Any, objects: list[Any], indexes: list[int]) -> dict[int, str]:
         """One insert_many; returns original index -> error message for the objects that failed."""
-        from weaviate.exceptions import WeaviateInsertManyAllFailedError
+        from weaviate.exceptions import WeaviateInsertManyAllFailedError, WeaviateRetryError
 
         try:
             result = collection.data.insert_many(objects)
@@ -130,7 +140,8 @@ class Writes(Inventory):
             return errors
         except Exception as e:
             if is_weaviate_failure(e):
-                raise _RequestFailed(f"{type(e).__name__}: {e}") from e  # the whole request failed: retry all
+                # the whole request failed: retry all, unless the client already did
+                raise _RequestFailed(f"{type(e).__name__}: {e}", backed_off=isinstance(e, WeaviateRetryError)) from e
             raise
         return {indexes[i]: err.message for i, err in result.errors.items()}
 
