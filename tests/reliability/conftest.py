@@ -1,7 +1,7 @@
 """Reliability suite fixtures: every test here is `reliability`; those that use a server are `integration` too.
 
 Tests that kill or restart a server use `private_stack`: their own Weaviate and Neo4j on free ports under a
-temporary data directory (started once per session, stopped at the end), never the shared local stack
+temporary data directory (started once per session, killed at the end), never the shared local stack
 other people's tests use. Tests that only read and write their own namespace use the shared stack through
 the integration fixtures (`settings`, `weaviate_client`, `neo4j_driver`, `namespace`, and the store factories that
 clean up and fail a test that leaks), loaded from tests/integration/conftest.py rather than copied.
@@ -20,6 +20,8 @@ from reliability_support import free_port_block, record
 
 from ragloom import stack
 from ragloom.settings import Settings
+from ragloom.stack import neo4j as neo4j_stack
+from ragloom.stack import weaviate as weaviate_stack
 
 _spec = importlib.util.spec_from_file_location(
     "_ragloom_integration_fixtures", Path(__file__).resolve().parents[1] / "integration" / "conftest.py")
@@ -62,7 +64,10 @@ def private_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
     try:
         yield up
     finally:
-        stack.down(up)
+        # Its data folder is thrown away, so nothing needs a clean shutdown: SIGKILL, instead of stack.down's
+        # SIGTERM and wait (up to 30 s for Weaviate and 60 s for Neo4j; 60 s at the end of a full run).
+        for server in (weaviate_stack, neo4j_stack):
+            server.process(up).kill()
 
 
 @pytest.fixture
