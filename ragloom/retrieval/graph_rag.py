@@ -63,7 +63,8 @@ class GraphRagRetriever(Retriever):
         "lane_weight": Option(0.0, min=0.0, max=10.0,
                               help="RRF weight of the vector lane's own ranking fused with the walk's (0 = walk only)"),
         "lane_head": Option(3, min=0, max=1000,
-                            help="the vector lane's first n chunks lead the answer, in its order; the walk ranks the rest"),
+                            help="the vector lane's first n chunks lead the answer, in its order; "
+                                 "the walk ranks the rest"),
         "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),
         "cooccurrence_weight": Option(0.5, min=0.0, max=100.0, help="edge factor of same-sentence co-occurrence"),
         "synonym_weight": Option(1.0, min=0.0, max=100.0, help="edge factor of synonym edges (x similarity)"),

@@ -100,7 +100,7 @@ MATCH (e:Entity {ns: $ns, entity_id: entity_id})
 SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }
 """
 
-# Entity-name embeddings (list<float>, unit length), the embedder that made them and the synonym settings
+# Entity-name embeddings (float32 bytes, unit length), the embedder that made them and the synonym settings
 # their SYNONYM edges were linked with: a change of either redoes the entity.
 WRITE_ENTITY_EMBEDDINGS = """
 UNWIND $rows AS row

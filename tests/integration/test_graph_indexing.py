@@ -13,7 +13,7 @@ from ragloom.errors import ConfigError, StoreError
 from ragloom.extraction import EntityExtractor, load_nlp
 from ragloom.indexing.graph import sync_graph
 from ragloom.indexing.synonyms import SynonymParams
-from ragloom.stores.neo4j import Neo4jStore
+from ragloom.stores.neo4j import Neo4jStore, decode_vectors
 from ragloom.types import Chunk, make_chunk_id
 
 MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / "corpus.jsonl"
@@ -313,11 +313,12 @@ def embedder(settings):
     return make_embedder(settings)
 
 
-def embeddings(driver, ns: str) -> dict[str, tuple[str, list[float] | None, str | None]]:
+def embeddings(driver, ns: str) -> dict[str, tuple[str, tuple[float, ...] | None, str | None]]:
     records, _, _ = driver.execute_query(
         "MATCH (e:Entity {ns: $ns}) RETURN e.entity_id AS id, e.norm AS norm, e.embedding AS v, "
         "e.embedding_model AS model", ns=ns)
-    return {r["norm"]: (r["id"], r["v"], r["model"]) for r in records}
+    return {r["norm"]: (r["id"], None if r["v"] is None else tuple(decode_vectors([r["v"]])[0].tolist()),
+                        r["model"]) for r in records}
 
 
 def synonym_edges(driver, ns: str) -> dict[tuple[str, str], float]:
@@ -347,6 +348,10 @@ def test_synonyms_for_new_entities_only_and_gone_with_their_entity(store, embedd
     assert set(edges) == {pair} and second.synonym_edges == 1
     assert edges[pair] == pytest.approx(float(np.dot(after[pair[0]][1], after[pair[1]][1])), abs=1e-4)
     assert edges[pair] >= SynonymParams().threshold
+    ids, vectors = store.retrieval_name_vectors(embedder.model_id)  # what graph_rag's name matching loads
+    stored = {entity_id: vector for entity_id, vector, _ in after.values()}
+    assert sorted(ids) == sorted(stored) and vectors.dtype == np.float32
+    assert all(np.allclose(row, stored[i]) for i, row in zip(ids, vectors, strict=True))
     assert second.version == store.graph_version(STRATEGY) != first.version
 
     unchanged = sync_graph(store, extractor, STRATEGY, results + analysts, embedder=embedder)
