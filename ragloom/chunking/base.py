@@ -109,6 +109,15 @@ class HeadingIndex:
         return merged
 
 
+BLANK_LINE = r"\n[ \t]*\n\s*"  # a paragraph break (regex source)
+
+
+def cut_after(text: str, start: int, end: int, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
+    """``text[start:end]`` cut after every match of ``pattern``: the pieces trimmed, blank ones dropped."""
+    cuts = [start, *(m.end() for m in pattern.finditer(text, start, end)), end]
+    return [(a, b) for a, b in (trim(text, a, b) for a, b in zip(cuts, cuts[1:], strict=False)) if a < b]
+
+
 def trim(text: str, start: int, end: int) -> tuple[int, int]:
     """The span without leading and trailing whitespace (start == end when it is blank)."""
     while start < end and text[start].isspace():

@@ -5,14 +5,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ragloom.chunking.base import DEFAULT_CHUNK_SIZE, Chunker, HeadingIndex, Span, register_chunker, trim
+from ragloom.chunking.base import (
+    BLANK_LINE,
+    DEFAULT_CHUNK_SIZE,
+    Chunker,
+    HeadingIndex,
+    Span,
+    cut_after,
+    register_chunker,
+)
 from ragloom.chunking.tokens import TokenCounter
 from ragloom.errors import ChunkingError
 from ragloom.types import HEADING_SEPARATOR, Document
 
 UNITS = ("section", "paragraph")
 DEFAULT_MIN_TOKENS = 64  # paragraph units: best of 0 / 32 / 40 / 48 / 64 / 80 / 100 on ObliQA dev (README)
-_BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
+_BLANK_LINE = re.compile(BLANK_LINE)
 # A paragraph that continues the one before it: a list item (bullet, "a)", "(a)", "b.", "(iv)", "(1)") ...
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•][ \t]|\(?(?:[a-zA-Z]|[ivxlcIVXLC]{1,5})[.)][ \t]|\(\d{1,3}\)[ \t])")
 # ... or any paragraph after one that announces it (ends with ":" or a dash)
@@ -119,15 +127,17 @@ class HeaderedChunker(Chunker):
         if body is None:  # only heading lines (the document's last section)
             return [(start, end)] if self._fits(document, start, end, budget) else self.split_range(
                 document, start, end, budget, self.overlap)
-        cuts = [body, *(m.end() for m in _BLANK_LINE.finditer(text, body, end)), end]
-        blocks = [trim(text, a, b) for a, b in zip(cuts, cuts[1:], strict=False)]
-        blocks = [(a, b) for a, b in blocks if a < b]
+        blocks = cut_after(text, body, end, _BLANK_LINE)
         blocks[0] = (start, blocks[0][1])  # heading lines belong to the first paragraph
         pieces: list[tuple[int, int]] = []
+        counts: list[int] = []  # tokens of each piece, without the special tokens
+        special = self.counter.special_tokens
         for (a, b), n in zip(blocks, self.counter.count_many([text[a:b] for a, b in blocks]), strict=True):
-            pieces.extend([(a, b)] if n <= budget else self.split_range(document, a, b, budget, self.overlap))
-        counts = [n - self.counter.special_tokens for n in self.counter.count_many([text[a:b] for a, b in pieces])]
-        room = budget - self.counter.special_tokens
+            cut = [(a, b)] if n <= budget else self.split_range(document, a, b, budget, self.overlap)
+            pieces.extend(cut)
+            counts.extend([n - special] if n <= budget else
+                          [m - special for m in self.counter.count_many([text[x:y] for x, y in cut])])
+        room = budget - special
         merged: list[tuple[int, int]] = []
         size = 0
         for (a, b), n in zip(pieces, counts, strict=True):

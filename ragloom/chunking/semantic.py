@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ragloom.chunking.base import DEFAULT_CHUNK_SIZE, Chunker, Span, register_chunker, trim
+from ragloom.chunking.base import BLANK_LINE, DEFAULT_CHUNK_SIZE, Chunker, Span, cut_after, register_chunker
 from ragloom.chunking.tokens import TokenCounter
 from ragloom.embedding.base import Embedder
 from ragloom.errors import ChunkingError
@@ -19,8 +19,8 @@ DEFAULT_MIN_CHUNK_TOKENS = 24
 
 # Sentence ends: ./!/? (optionally closed by a quote or bracket) before whitespace; blank lines; and line
 # starts that open a block in Markdown (heading, list item, "(a)" clause). Rules and tables keep their lines.
-_BLOCK = (r"\n[ \t]*\n\s*"
-          r"|\n(?=[ \t]{0,3}(?:#{1,6}[ \t]|[-*+][ \t]|\d{1,3}[.)][ \t]|\([a-zA-Z0-9]{1,4}\)[ \t]))")
+_BLOCK = (BLANK_LINE
+          + r"|\n(?=[ \t]{0,3}(?:#{1,6}[ \t]|[-*+][ \t]|\d{1,3}[.)][ \t]|\([a-zA-Z0-9]{1,4}\)[ \t]))")
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)\]])\s+|" + _BLOCK)
 _PARAGRAPH = re.compile(_BLOCK)  # block boundaries only: paragraphs, headings, list items, clauses
 UNITS = ("sentence", "paragraph")
@@ -137,11 +137,8 @@ class SemanticChunker(Chunker):
     def _pieces(self, document: Document, start: int, end: int,
                 pattern: re.Pattern[str]) -> list[tuple[tuple[int, int], int]]:
         """``document.text[start:end]`` cut after every match of ``pattern``, trimmed, with token counts."""
-        text = document.text
-        cuts = [start, *(m.end() for m in pattern.finditer(text, start, end)), end]
-        spans = [trim(text, a, b) for a, b in zip(cuts, cuts[1:], strict=False)]
-        spans = [(a, b) for a, b in spans if a < b]
-        return list(zip(spans, self.counter.count_many([text[a:b] for a, b in spans]), strict=True))
+        spans = cut_after(document.text, start, end, pattern)
+        return list(zip(spans, self.counter.count_many([document.text[a:b] for a, b in spans]), strict=True))
 
     def _windows(self, document: Document, units: list[tuple[int, int]]) -> list[str]:
         """Each sentence with its neighbours: single sentences are too short for stable distances."""

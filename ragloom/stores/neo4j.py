@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 DEFAULT_BATCH_SIZE = 5_000  # rows per write transaction (UNWIND)
 EMBEDDING_BATCH_SIZE = 1_000  # entity embeddings per write transaction (a row is ~1.5 kB)
 VECTOR_DTYPE = np.dtype("<f4")  # name embeddings are stored as these bytes: ~7x cheaper to send than a float list
+MIN_BATCH_SIZE = 1_000
 
 
 def encode_vector(vector: np.ndarray) -> bytes:
@@ -47,7 +48,6 @@ def decode_vectors(values: Sequence[Any]) -> np.ndarray:
         return np.zeros((0, 0), np.float32)
     return np.stack([np.frombuffer(v, dtype=VECTOR_DTYPE) if isinstance(v, (bytes, bytearray))
                      else np.asarray(v, dtype=np.float32) for v in values]).astype(np.float32, copy=False)
-MIN_BATCH_SIZE = 1_000
 
 
 class EntityVectors(NamedTuple):
