@@ -71,6 +71,11 @@ def _env(settings: Settings, api_key: str, node: Node) -> dict[str, str]:
         "RAFT_JOIN": ",".join(f"{n.name}:{n.raft_port}" for n in all_nodes),
         "GRPC_PORT": str(node.grpc_port),
         "GOMAXPROCS": "1",  # three nodes share the machine's cores
+        # Async replication repairs a node that missed writes. Its defaults compare replicas every 30 s and
+        # skip objects younger than 30 s, so a restarted node held everything only ~a minute later; on
+        # loopback a 5 s hash beat (Weaviate's minimum) and a 5 s delay repair it within seconds.
+        "ASYNC_REPLICATION_FREQUENCY": "5s",
+        "ASYNC_REPLICATION_PROPAGATION_DELAY": "5s",
     })
     if node.index > 0:
         env["CLUSTER_JOIN"] = f"127.0.0.1:{all_nodes[0].http_port + 1}"
