@@ -48,8 +48,21 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
                           text=True, timeout=SCRIPT_TIMEOUT_S)
 
 
+def _clean_up(weaviate_client, neo4j_driver, namespace: str) -> None:
+    """A failed script's leftovers must not stay on the shared stack."""
+    for collection in _left_behind(weaviate_client, neo4j_driver, namespace)["collections"]:
+        weaviate_client.collections.delete(collection)
+    with neo4j_driver.session() as session:
+        session.run("MATCH (n) WHERE n.ns STARTS WITH $ns DETACH DELETE n", ns=namespace.lower())
+
+
+# The script the run_all test below runs through run_all (at its smoke size, with the same checks), so it is not
+# run a second time on its own.
+THROUGH_RUN_ALL = "chunking"
+
+
 @pytest.mark.timeout(SCRIPT_TIMEOUT_S + 300)
-@pytest.mark.parametrize("name", sorted(run_all.BENCHMARKS))
+@pytest.mark.parametrize("name", sorted(set(run_all.BENCHMARKS) - {THROUGH_RUN_ALL}))
 def test_benchmark_runs_at_its_smallest_size_and_cleans_up(name, settings, weaviate_client, neo4j_driver,
                                                              namespace, tmp_path):
     _, _, smoke = run_all.BENCHMARKS[name]
@@ -63,17 +76,23 @@ def test_benchmark_runs_at_its_smallest_size_and_cleans_up(name, settings, weavi
             f"{name} exited {done.returncode}:\n{(done.stdout + done.stderr)[-4000:]}"
         assert done.stdout.strip(), f"{name} printed no figures"
         assert _left_behind(weaviate_client, neo4j_driver, namespace) == {"collections": [], "graph nodes": 0}
-    finally:  # a failed script's leftovers must not stay on the shared stack
-        for collection in _left_behind(weaviate_client, neo4j_driver, namespace)["collections"]:
-            weaviate_client.collections.delete(collection)
-        with neo4j_driver.session() as session:
-            session.run("MATCH (n) WHERE n.ns STARTS WITH $ns DETACH DELETE n", ns=namespace.lower())
+    finally:
+        _clean_up(weaviate_client, neo4j_driver, namespace)
 
 
 @pytest.mark.timeout(SCRIPT_TIMEOUT_S + 300)
-def test_run_all_smoke_reports_each_script_it_ran(settings, namespace, tmp_path):
-    argv = [str(BENCHMARKS_DIR / "run_all.py"), "--smoke", "--only", "chunking"]
-    done = _run(argv, _environment(namespace, tmp_path))
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert records[-1]["benchmark"] == "chunking" and records[-1]["status"] == "ok", records[-1]
+def test_run_all_smoke_reports_each_script_it_ran(settings, weaviate_client, neo4j_driver, namespace, tmp_path):
+    """run_all --smoke on one script: its status record, and the script's own smoke checks (it printed figures
+    and left nothing behind)."""
+    argv = [str(BENCHMARKS_DIR / "run_all.py"), "--smoke", "--only", THROUGH_RUN_ALL]
+    try:
+        done = _run(argv, _environment(namespace, tmp_path))
+        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+        records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        assert records[-1]["benchmark"] == THROUGH_RUN_ALL and records[-1]["status"] == "ok", records[-1]
+        # run_all echoes the script's output to stderr, each line prefixed with its name
+        printed = [line for line in done.stderr.splitlines() if line.startswith(f"  {THROUGH_RUN_ALL} | ")]
+        assert any(line.split(" | ", 1)[1].strip() for line in printed), f"{THROUGH_RUN_ALL} printed no figures"
+        assert _left_behind(weaviate_client, neo4j_driver, namespace) == {"collections": [], "graph nodes": 0}
+    finally:
+        _clean_up(weaviate_client, neo4j_driver, namespace)
