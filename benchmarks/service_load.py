@@ -2,6 +2,7 @@
 in-process Python API run sequentially in the same script (the baseline), for hybrid and graph_rag.
 
     python benchmarks/service_load.py [--seconds 20] [--concurrency 1,4,16] [--strategies hybrid,graph_rag]
+                                      [--corpus-limit 500] [--queries 0]
 
 The corpus is SciFact (``--corpus-limit`` abstracts, the claims as queries), chunked and synced into its own
 collections (prefix ``BenchService``, or ``--prefix``) and graph namespace through the pipeline's sync functions
@@ -158,7 +159,10 @@ def _free_port() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DATA))
-    parser.add_argument("--corpus-limit", type=int, default=500)
+    parser.add_argument("--corpus-limit", type=int, default=500,
+                        help="abstracts: the gold ones of the queries, then a seeded sample of the others")
+    parser.add_argument("--queries", type=int, default=0,
+                        help="a seeded sample of N claims (0 = all 809; their gold abstracts are always indexed)")
     parser.add_argument("--seconds", type=float, default=20.0, help="per run")
     parser.add_argument("--concurrency", default="1,4,16")
     parser.add_argument("--strategies", default="hybrid,graph_rag")
@@ -185,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     levels = [int(c) for c in args.concurrency.split(",") if c]
     namespace = GRAPH_NAMESPACE if args.prefix == PREFIX else args.prefix.lower()
     settings = dataclasses.replace(Settings.from_env(), collection_prefix=args.prefix, graph_namespace=namespace)
-    dataset = load_dataset(args.data, corpus_limit=args.corpus_limit, seed=7)
+    dataset = load_dataset(args.data, max_queries=args.queries or None, corpus_limit=args.corpus_limit, seed=7)
     queries = [q.text for q in dataset.queries]
     embedder = make_embedder(settings)
     chunk_count = ingest(settings, embedder, dataset.documents, "graph_rag" in strategies, log)
