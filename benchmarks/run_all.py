@@ -53,6 +53,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], list[str]]] = {
 NOT_RUN: dict[str, str] = {
     "graph_memory": "reads a graph namespace `ragloom eval` filled (--namespace)",
     "graph_rag_sweep": "sweeps options over a dataset `ragloom eval` ingested (--dataset, --namespace)",
+    "chunking_sweep": "evaluates chunking variants over a dataset (minutes per variant; README, chunking figures)",
     "adaptive_routing": "routes queries over a collection `ragloom eval` ingested (--prefix)",
 }
 
