@@ -42,7 +42,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "service_load": ([], ["--seconds", "5", "--corpus-limit", "300"],
                      ["--seconds", "1", "--queries", "10", "--corpus-limit", "20", "--concurrency", "2",
                       "--strategies", "hybrid", "--prefix", "BenchServiceSmoke", "--drop"]),
-    "scaling": ([], ["--sizes", "1000,5000"], ["--sizes", "40"]),
+    "scaling": ([], ["--sizes", "1000,5000"], ["--sizes", "40", "--documents", "3"]),
     "peer_llamaindex": ([], ["--docs", "300"], ["--docs", "10"]),
     "scale_out": ([], ["--repeats", "1", "--chunks", "200"], ["--smoke"]),
     "raptor": ([], ["--documents", "200", "--queries", "20"],

@@ -7,7 +7,7 @@ cost). Each size runs in a fresh process, so its peak RSS is its own: the proces
 embedding cache unless --cache, so every chunk is really embedded) which is dropped afterwards.
 Also reported: RSS after the model load, so the growth with size is visible apart from the model.
 
-    python benchmarks/scaling.py [--sizes 1000,5000,20000] [--backend torch] [--cache]
+    python benchmarks/scaling.py [--sizes 1000,5000,20000] [--backend torch] [--cache] [--documents 0]
 """
 
 from __future__ import annotations
@@ -38,12 +38,14 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def chunk_pool(seed: int) -> list:
+def chunk_pool(seed: int, documents_per_corpus: int = 0) -> list:
+    """The shuffled pool; ``documents_per_corpus`` > 0 chunks only the first N documents of each corpus."""
     from ragloom.chunking import get_chunker
     from ragloom.evaluation.datasets import read_corpus
 
-    documents = read_corpus(DATA / "scifact" / "corpus.jsonl", "scifact") + \
-        read_corpus(DATA / "obliqa" / "corpus.jsonl", "obliqa")
+    cut = slice(documents_per_corpus or None)
+    documents = read_corpus(DATA / "scifact" / "corpus.jsonl", "scifact")[cut] + \
+        read_corpus(DATA / "obliqa" / "corpus.jsonl", "obliqa")[cut]
     chunks = get_chunker("recursive").chunk_many(documents)
     random.Random(seed).shuffle(chunks)
     return chunks
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="", help="embedding backend (default: RAGLOOM_EMBED_BACKEND)")
     parser.add_argument("--cache", action="store_true", help="use the shared embedding cache (not a cold ingest)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--documents", type=int, default=0,
+                        help="build the pool from the first N documents of each corpus (0 = all; the smoke's size)")
     parser.add_argument("--phase", choices=["ingest"], help=argparse.SUPPRESS)
     parser.add_argument("--pool", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
@@ -115,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     stack.up(Settings.from_env())
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     started = time.perf_counter()
-    pool = chunk_pool(args.seed)
+    pool = chunk_pool(args.seed, args.documents)
     log(f"chunk pool: {len(pool)} recursive chunks of SciFact + ObliQA ({time.perf_counter() - started:.1f}s)")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
