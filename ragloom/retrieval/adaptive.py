@@ -33,7 +33,7 @@ from ragloom.routing.quality import assess, weak_reasons
 from ragloom.routing.router import LearnedRouter, LLMRouter, RouterError, RuleRouter
 from ragloom.types import RetrievedItem
 
-DEFAULT_CHAIN = ("hybrid", "dense", "bm25")
+DEFAULT_CHAIN = ("hybrid", "graph_rag", "dense", "bm25")
 ROUTERS = ("auto", "rules", "learned", "llm")
 TRY_DOCUMENTS = 10  # each try records its first distinct documents: evaluation scores tries at @10
 

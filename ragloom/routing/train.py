@@ -132,6 +132,51 @@ def train(eval_jsons: Sequence[Path], settings: Any, out: Path, folds: int = 5, 
     return report
 
 
+def compare(eval_jsons: Sequence[Path], system: str = "adaptive", resamples: int = 1000,
+            seed: int = 13) -> dict[str, Any]:
+    """Pool ``ragloom eval`` runs' per-query document nDCG@10 and set ``system`` (a strategy name, on each
+    run's first chunking) against every other strategy the runs share: means per run and pooled, and the paired
+    difference from the best other strategy, pooled and per run. No training: for the rule or LLM router, or a
+    router trained on other queries."""
+    from ragloom.evaluation.metrics import paired_difference_ci
+
+    runs = []
+    for path in eval_jsons:
+        run = json.loads(Path(path).read_text(encoding="utf-8"))
+        chunking = run["config"]["chunkings"][0]
+        systems = {key.split("/")[0]: value["document"][METRIC] for key, value in run["per_query"].items()
+                   if key.endswith(f"/{chunking}")}
+        if system not in systems:
+            raise ConfigError(f"{path}: no per-query results for {system}/{chunking}")
+        runs.append((run["dataset"], systems))
+    shared = [s for s in runs[0][1] if all(s in systems for _, systems in runs)]
+    others = [s for s in shared if s != system]
+    if not others:
+        raise ConfigError(f"the runs share no strategy to set {system} against")
+
+    def summary(parts: list[dict[str, list[float]]]) -> dict[str, Any]:
+        scores = {s: np.concatenate([np.asarray(p[s], dtype=float) for p in parts]) for s in shared}
+        means = {s: float(v.mean()) for s, v in scores.items()}
+        best = max(others, key=means.get)
+        return {"queries": int(scores[system].size), "means": means, "best_other": best,
+                "difference": paired_difference_ci(scores[system], scores[best], resamples, seed).as_dict()}
+
+    return {"metric": f"document {METRIC}", "system": system, "strategies": shared,
+            "pooled": summary([systems for _, systems in runs]),
+            "per_dataset": {name: summary([systems]) for name, systems in runs}}
+
+
+def compare_table(report: dict[str, Any]) -> str:
+    names, system = report["strategies"], report["system"]
+    lines = [f"{report['metric']}: {system} against the best other strategy (paired 95% CI)",
+             f"{'set':<12}{'n':>6} " + " ".join(f"{s:>10}" for s in names) + f"  {system}-best [CI]"]
+    for name, s in [("pooled", report["pooled"]), *report["per_dataset"].items()]:
+        d = s["difference"]
+        lines.append(f"{name:<12}{s['queries']:>6} " + " ".join(f"{s['means'][x]:>10.3f}" for x in names) +
+                     f"  {d['mean']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}] vs {s['best_other']}")
+    return "\n".join(lines)
+
+
 def table(report: dict[str, Any]) -> str:
     strategies = report["strategies"]
     lines = [f"{report['metric']}, {report['folds']}-fold CV ({report['note']})",
@@ -159,6 +204,13 @@ def add_router_command(subparsers: Any) -> None:
     t.add_argument("--folds", type=int, default=5)
     t.add_argument("--seed", type=int, default=13)
     t.set_defaults(func=_cmd_train)
+    c = sub.add_parser("compare", help="pool `ragloom eval` runs and set one strategy (adaptive) against the "
+                       "best other, with a paired CI")
+    c.add_argument("--eval", action="append", required=True, metavar="JSON", help="a `ragloom eval` result, "
+                   "repeatable; their queries are pooled")
+    c.add_argument("--system", default="adaptive", help="the strategy set against the others (default adaptive)")
+    c.add_argument("--seed", type=int, default=13)
+    c.set_defaults(func=_cmd_compare)
 
 
 def _cmd_train(args: Any) -> int:
@@ -169,4 +221,9 @@ def _cmd_train(args: Any) -> int:
                    default_model_path(), folds=args.folds, seed=args.seed)
     print(table(report))
     print(f"\nmodel: {report['model']}")
+    return 0
+
+
+def _cmd_compare(args: Any) -> int:
+    print(compare_table(compare([Path(p) for p in args.eval], args.system, seed=args.seed)))
     return 0

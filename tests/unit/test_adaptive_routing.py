@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from ragloom.errors import RetrievalError
+from ragloom.errors import ConfigError, RetrievalError
 from ragloom.retrieval import parse_options
 from ragloom.retrieval.adaptive import check_chain
 from ragloom.routing import FEATURE_NAMES, LearnedRouter, RouterError, RuleRouter, validate_choice
@@ -86,6 +86,20 @@ def test_rules_pick_only_candidates():
         assert RuleRouter().route("q", vector, candidates)[0] in candidates
 
 
+def test_rules_send_entity_questions_to_graph_rag_and_codes_to_hybrid():
+    chain = ["hybrid", "graph_rag", "dense", "bm25"]
+    entity = features("Who founded the club that Peter Bonetti played for?", [], [])
+    assert RuleRouter().route("q", entity, chain)[0] == "graph_rag"
+    assert RuleRouter().route("q", entity, ["dense", "bm25"])[0] == "dense"  # rule skipped: not a candidate
+    claim = features("Vitamin D deficiency raises the risk of fractures in elderly women.", [], [])
+    assert RuleRouter().route("q", claim, chain)[0] == "hybrid"  # no question: the first of the chain
+    lowercase = features("what raises the risk of fractures?", [], [])
+    assert RuleRouter().route("q", lowercase, ["graph_rag", "hybrid"])[0] == "graph_rag"  # the chain's first
+    assert RuleRouter().route("q", lowercase, ["hybrid", "graph_rag"])[0] == "hybrid"
+    code = features("Which rule in section 3.2.1 applies to Captive Insurers?", [], [])
+    assert RuleRouter().route("q", code, ["graph_rag", "hybrid"])[0] == "hybrid"
+
+
 def test_weak_reasons_each_threshold_and_off_switches():
     q = Quality(best_cosine=0.2, margin=0.01, coverage=0.25, diversity=0.2)
     on = weak_reasons(q, 5, min_cosine=0.3, min_coverage=0.5, min_margin=0.05, min_diversity=0.5)
@@ -124,6 +138,34 @@ def test_cross_validation_learns_a_signal_and_reports_the_oracle():
 
 
 # monitoring: the strategy mix, retry rate and whether the retry helped ------------------------------------
+
+
+def _eval_json(path, dataset, scores):
+    per_query = {f"{s}/recursive": {"document": {"query_ids": [f"q{i}" for i in range(len(v))], "ndcg@10": v}}
+                 for s, v in scores.items()}
+    path.write_text(json.dumps({"dataset": dataset, "config": {"chunkings": ["recursive"]},
+                                "per_query": per_query}))
+    return path
+
+
+def test_compare_pools_runs_and_pairs_the_system_with_the_best_other(tmp_path):
+    from ragloom.routing.train import compare, compare_table
+
+    # set a: hybrid is best, the system matches it; set b: graph_rag is best, the system matches it
+    a = _eval_json(tmp_path / "a.json", "a", {"hybrid": [1.0, 1.0, 0.5, 0.5], "graph_rag": [0.5, 0.5, 0.5, 0.5],
+                                              "adaptive": [1.0, 1.0, 0.5, 0.5]})
+    b = _eval_json(tmp_path / "b.json", "b", {"hybrid": [0.0, 0.0, 0.0, 0.5], "graph_rag": [1.0, 1.0, 1.0, 0.5],
+                                              "adaptive": [1.0, 1.0, 1.0, 0.5], "dense": [0.0] * 4})
+    report = compare([a, b])
+    assert report["strategies"] == ["hybrid", "graph_rag", "adaptive"]  # dense is not in every run
+    pooled = report["pooled"]
+    assert pooled["queries"] == 8 and pooled["best_other"] == "graph_rag"
+    assert pooled["difference"]["mean"] == pytest.approx(0.8125 - 0.6875)
+    assert report["per_dataset"]["a"]["best_other"] == "hybrid"
+    assert report["per_dataset"]["a"]["difference"]["mean"] == 0.0
+    assert "vs graph_rag" in compare_table(report)
+    with pytest.raises(ConfigError, match="no per-query results for dense"):
+        compare([a, b], system="dense")
 
 
 def _meta(routed, tried, used, documents=None):
