@@ -23,6 +23,7 @@ import numpy as np
 
 from ragloom import files
 from ragloom.errors import ConfigError
+from ragloom.retrieval.adaptive import DEFAULT_CHAIN
 from ragloom.routing.features import FEATURE_VERSION
 from ragloom.routing.router import LearnedRouter, RuleRouter, data_hash
 
@@ -80,7 +81,9 @@ def cross_validate(rows: Sequence[dict[str, Any]], strategies: list[str], folds:
         for i in test:
             picks[i] = strategies.index(router.route("", X[i], strategies)[0])
     rules = RuleRouter()
-    rule_picks = np.asarray([strategies.index(rules.route(r["text"], X[i], strategies)[0])
+    # the rules fall back to the chain's first strategy: offer the candidates in the default chain's order
+    ordered = [s for s in DEFAULT_CHAIN if s in strategies] + [s for s in strategies if s not in DEFAULT_CHAIN]
+    rule_picks = np.asarray([strategies.index(rules.route(r["text"], X[i], ordered)[0])
                              for i, r in enumerate(rows)])
     n = np.arange(len(rows))
     adaptive, by_rules, oracle = Y[n, picks], Y[n, rule_picks], Y.max(axis=1)
