@@ -65,8 +65,12 @@ def test_weak_query_is_retried_with_the_next_strategy(rag, tmp_path):
     assert info["retried"] and len(info["tries"]) == 2
     first, second = info["tries"]
     assert first["strategy"] == info["route"]["strategy"] and second["strategy"] != first["strategy"]
-    assert any("coverage" in why for why in first["weak"])
+    assert any("cosine" in why for why in first["weak"])
+    assert not any("coverage" in why for why in first["weak"])  # off by default
     assert info["used"] in (first["strategy"], second["strategy"])
+    covered = _adaptive(rag.query(WEAK, strategy="adaptive", k=5, router="rules", chain=["hybrid", "dense"],
+                                  max_retries=1, min_cosine=0, min_coverage=0.5, abstain=False, rerank=False))
+    assert covered["retried"] and any("coverage" in why for why in covered["tries"][0]["weak"])
 
 
 def test_chain_is_tried_at_most_once_per_strategy(rag):
