@@ -209,13 +209,22 @@ def write_instance(settings: Settings) -> Path:
 
 
 def start_code_server(settings: Settings) -> float:
+    launch_code_server(settings)
+    return wait_code_server(settings)
+
+
+def launch_code_server(settings: Settings) -> None:
     proc = _proc(settings, "code-server")
-    if proc.running() and port_open("127.0.0.1", settings.code_server_port):
-        return 0.0
+    if proc.running():
+        return
     _log(f"starting the Dagster code server on 127.0.0.1:{settings.code_server_port}")
     proc.start([sys.executable, "-m", "dagster", "code-server", "start", "-m", "pipelines.definitions",
                 "-h", "127.0.0.1", "-p", str(settings.code_server_port), "--location-name", "ragloom"],
                _child_env(settings), cwd=REPO_ROOT)
+
+
+def wait_code_server(settings: Settings) -> float:
+    proc = _proc(settings, "code-server")
     return wait_until(lambda: port_open("127.0.0.1", settings.code_server_port), settings.stack_timeout_seconds,
                       "Dagster code server", proc.log_file, alive=proc.running)
 
@@ -226,6 +235,12 @@ def worker(settings: Settings, name: str) -> ManagedProcess:
 
 def start_workers(settings: Settings) -> float:
     """Celery workers listening on Dagster's queue, one step at a time each (what Dagster's CLI would start)."""
+    launch_workers(settings)
+    return wait_workers(settings)
+
+
+def launch_workers(settings: Settings) -> None:
+    """Start the workers that are not running, without waiting for them."""
     config_dir = settings.stack_dir / "cluster" / "celery"
     config_dir.mkdir(parents=True, exist_ok=True)
     config = config_dir / "dagster_celery_config.py"
@@ -249,6 +264,9 @@ def start_workers(settings: Settings) -> float:
         proc.start([celery, "-A", "dagster_celery.app", "worker", "-Q", "dagster", "-n", f"{name}@%h",
                     "--concurrency", "1", "--prefetch-multiplier", "1", "--loglevel", "INFO",
                     "--without-gossip", "--without-mingle"], env, cwd=REPO_ROOT)
+
+
+def wait_workers(settings: Settings) -> float:
     return wait_until(lambda: len(ready_workers(settings)) >= settings.celery_workers,
                       settings.stack_timeout_seconds, "Celery workers",
                       worker(settings, worker_names(settings)[0]).log_file)
@@ -280,18 +298,36 @@ def up(settings: Settings) -> Settings:
 
     settings = with_secrets(settings)
     write_instance(settings)
-    _log(f"weaviate cluster ready ({weaviate_cluster.start(settings, settings.weaviate_api_key):.1f}s)")
-    for what, start in (("postgres", start_postgres), ("redis", start_redis),
-                        ("code server", start_code_server), ("workers", start_workers)):
+    # The Weaviate nodes form their cluster, the code server and the workers import the pipelines: all at once
+    # (serially they took ~30 s); the workers need only Redis, so Postgres and Redis come first.
+    weaviate_cluster.launch(settings, settings.weaviate_api_key)
+    for what, start in (("postgres", start_postgres), ("redis", start_redis)):
         _log(f"{what} ready ({start(settings):.1f}s)")
+    launch_code_server(settings)
+    launch_workers(settings)
+    for what, wait in (("weaviate cluster", weaviate_cluster.wait_ready), ("code server", wait_code_server),
+                       ("workers", wait_workers)):
+        _log(f"{what} ready ({wait(settings):.1f}s)")
     return settings
 
 
 def down(settings: Settings) -> dict[str, bool]:
+    """Stop the profile: the workers, the code server and the Weaviate nodes at once, then Redis and Postgres (a
+    worker shuts down through its broker). Returns which processes were running."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from ragloom.stack import weaviate_cluster
 
-    names = [*worker_names(settings), "code-server", "redis", "postgres"]
-    return {**{name: _proc(settings, name).stop(timeout=60) for name in names}, **weaviate_cluster.stop(settings)}
+    def stop(name: str) -> bool:
+        return _proc(settings, name).stop(timeout=60)
+
+    first, last = [*worker_names(settings), "code-server"], ["redis", "postgres"]
+    with ThreadPoolExecutor(len(first) + 1) as pool:
+        nodes = pool.submit(weaviate_cluster.stop, settings)
+        stopped = dict(zip(first, pool.map(stop, first), strict=True))
+        stopped.update(zip(last, pool.map(stop, last), strict=True))
+        stopped.update(nodes.result())
+    return stopped
 
 
 def status(settings: Settings) -> dict[str, Any]:

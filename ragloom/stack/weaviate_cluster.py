@@ -99,8 +99,18 @@ def ready(settings: Settings, node: Node) -> bool:
 
 def start(settings: Settings, api_key: str) -> float:
     """Start every node that is not running; returns seconds until all are ready."""
+    launch(settings, api_key)
+    return wait_ready(settings)
+
+
+def launch(settings: Settings, api_key: str) -> None:
+    """Start every node that is not running, without waiting (they form their cluster meanwhile)."""
     for node in nodes(settings):
         start_node(settings, api_key, node)
+
+
+def wait_ready(settings: Settings) -> float:
+    """Seconds until every node is ready; StackError if one exits or the stack timeout passes."""
     first = nodes(settings)[0]
     return wait_until(lambda: all(ready(settings, n) for n in nodes(settings)), settings.stack_timeout_seconds,
                       "the Weaviate cluster", process(settings, first).log_file,
@@ -108,4 +118,10 @@ def start(settings: Settings, api_key: str) -> float:
 
 
 def stop(settings: Settings) -> dict[str, bool]:
-    return {f"weaviate-{n.name}": process(settings, n).stop() for n in nodes(settings)}
+    """Stop every node (all at once: each shuts down gracefully on its own); which ones were running."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    all_nodes = nodes(settings)
+    with ThreadPoolExecutor(len(all_nodes)) as pool:
+        return dict(zip((f"weaviate-{n.name}" for n in all_nodes),
+                        pool.map(lambda n: process(settings, n).stop(), all_nodes), strict=True))
