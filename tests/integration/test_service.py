@@ -217,13 +217,17 @@ def test_metrics_count_adaptive_routes_and_retries(service):
         before = alice.get("/metrics").text
         answers = [_query(alice, q, strategy="adaptive", options=options).json()["metadata"]["adaptive"]
                    for q in queries]
+        asked = alice.post("/v1/ask", json={"query": "What is the quillion plan?", "k": 3, "strategy": "adaptive",
+                                            "options": options}, timeout=200)
+        assert asked.status_code == 200, asked.text
+        answers.append(asked.json()["details"]["retrieval"]["adaptive"])  # /v1/ask counts as /v1/query does
         after = alice.get("/metrics").text
     assert len(answers[1]["tries"]) == 2
 
     def delta(name: str) -> float:
         return _counter(after, name) - _counter(before, name)
 
-    assert delta("ragloom_adaptive_queries_total") == 3
+    assert delta("ragloom_adaptive_queries_total") == 4
     assert delta("ragloom_adaptive_retried_total") == sum(len(a["tries"]) > 1 for a in answers)
     retried_with = [t["strategy"] for a in answers for t in a["tries"][1:]]
     routed = [a["route"]["strategy"] for a in answers]

@@ -21,6 +21,7 @@ async def ask(body: AskRequest, request: Request, who: CallerDep) -> AskResponse
         chunking=body.chunking, transforms=body.transforms, generation=body.generation,
         token_budget=body.token_budget, use_cache=body.use_cache, exclude_dynamic=body.exclude_dynamic,
         namespaces=body.namespaces, **body.options)
+    request.app.state.metrics.observe_adaptive(answer.retrieval)  # an adaptive retrieval counts as /v1/query's
     out = answer.to_dict()
     keys = ("question", "answer", "citations", "context", "abstained", "abstain_reason", "model_configured",
             "message", "confidence")
