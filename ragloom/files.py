@@ -34,3 +34,8 @@ def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
 
 def write_text(path: Path, text: str, mode: int | None = None) -> None:
     write_bytes(path, text.encode("utf-8"), mode)
+
+
+def write_private(path: Path, text: str) -> None:
+    """``write_text`` readable by the owner only (mode 0600 from the start): passwords, keys, files naming them."""
+    write_text(path, text, mode=0o600)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragloom import files
 from ragloom.settings import Settings
 from ragloom.stack import llama, neo4j, weaviate
 
@@ -21,17 +22,9 @@ from ragloom.stack import llama, neo4j, weaviate
 def _ensure_secret(path: Path, current: str) -> str:
     if current:
         return current
-    path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(24))
-        path.chmod(0o600)
+        files.write_private(path, secrets.token_urlsafe(24))
     return path.read_text().strip()
-
-
-def _write_private(path: Path, value: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(value)
-    path.chmod(0o600)
 
 
 def up(settings: Settings | None = None, llm: bool = False) -> Settings:
@@ -58,8 +51,8 @@ def up(settings: Settings | None = None, llm: bool = False) -> Settings:
         key = _ensure_secret(stack / "llm.api_key", "")
         waited = llama.start(settings, key)
         print(f"[ragloom stack] llama-server ready ({waited:.1f}s)", flush=True)
-        _write_private(stack / "llm.model", llama.model_name(settings))
-        _write_private(stack / "llm.base_url", llama.base_url(settings))
+        files.write_private(stack / "llm.model", llama.model_name(settings))
+        files.write_private(stack / "llm.base_url", llama.base_url(settings))
         settings = dataclasses.replace(settings, llm_base_url=llama.base_url(settings),
                                        llm_model=settings.llm_model or llama.model_name(settings), llm_api_key=key)
     print(f"[ragloom stack] up in {time.monotonic() - started:.1f}s; data in {stack}", flush=True)

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ragloom import files
 from ragloom.errors import StackError
 from ragloom.settings import REPO_ROOT, Settings
 from ragloom.stack.process import ManagedProcess, port_open, wait_until
@@ -124,17 +125,14 @@ def _pg_ready(settings: Settings) -> bool:
 
 def start_postgres(settings: Settings) -> float:
     proc = _proc(settings, "postgres")
-    if proc.running() and _pg_ready(settings):
+    if proc.up(lambda: _pg_ready(settings), (settings.postgres_port,), "Postgres", "RAGLOOM_POSTGRES_PORT"):
         return 0.0
-    if _pg_ready(settings):
-        raise StackError(f"port {settings.postgres_port} is in use by another program: set RAGLOOM_POSTGRES_PORT")
     data = postgres_dir(settings)
     if not (data / "PG_VERSION").exists():
         _log(f"initialising Postgres in {data}")
         data.mkdir(parents=True, exist_ok=True)
         pwfile = data.parent / f".pw-{settings.postgres_port}"
-        pwfile.write_text(settings.postgres_password + "\n")
-        pwfile.chmod(0o600)
+        files.write_private(pwfile, settings.postgres_password + "\n")
         if os.geteuid() == 0:
             shutil.chown(data, "postgres", "postgres")
             shutil.chown(pwfile, "postgres", "postgres")
@@ -148,8 +146,7 @@ def start_postgres(settings: Settings) -> float:
                              "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={data}",
                              "-c", "max_connections=200"]),
                dict(os.environ), cwd=data)
-    waited = wait_until(lambda: _pg_ready(settings), settings.stack_timeout_seconds, "Postgres", proc.log_file,
-                        alive=proc.running)
+    waited = proc.wait_ready(lambda: _pg_ready(settings), settings.stack_timeout_seconds, "Postgres")
     _ensure_database(settings)
     return waited
 
@@ -189,13 +186,12 @@ def start_redis(settings: Settings) -> float:
     data = settings.stack_dir / "cluster" / "redis"
     data.mkdir(parents=True, exist_ok=True)
     conf = data / "redis.conf"  # the password in a 0600 file, not on the command line
-    conf.write_text(f"bind 127.0.0.1\nport {settings.redis_port}\ndir {data}\nsave \"\"\nappendonly no\n"
-                    f"requirepass {settings.redis_password}\n")
-    conf.chmod(0o600)
+    files.write_private(conf, f"bind 127.0.0.1\nport {settings.redis_port}\ndir {data}\nsave \"\"\nappendonly no\n"
+                              f"requirepass {settings.redis_password}\n")
     _log(f"starting Redis on 127.0.0.1:{settings.redis_port}")
     proc.start([server, str(conf)], dict(os.environ), cwd=data)
-    return wait_until(lambda: port_open("127.0.0.1", settings.redis_port), settings.stack_timeout_seconds, "Redis",
-                      proc.log_file, alive=proc.running)
+    return proc.wait_ready(lambda: port_open("127.0.0.1", settings.redis_port), settings.stack_timeout_seconds,
+                           "Redis")
 
 
 # --- Dagster: instance, code server, Celery workers ------------------------------------------------------
@@ -225,8 +221,8 @@ def launch_code_server(settings: Settings) -> None:
 
 def wait_code_server(settings: Settings) -> float:
     proc = _proc(settings, "code-server")
-    return wait_until(lambda: port_open("127.0.0.1", settings.code_server_port), settings.stack_timeout_seconds,
-                      "Dagster code server", proc.log_file, alive=proc.running)
+    return proc.wait_ready(lambda: port_open("127.0.0.1", settings.code_server_port),
+                           settings.stack_timeout_seconds, "Dagster code server")
 
 
 def worker(settings: Settings, name: str) -> ManagedProcess:
@@ -247,10 +243,11 @@ def launch_workers(settings: Settings) -> None:
     # A step is acknowledged when it ends, not when it starts: a worker process killed mid-step puts its step
     # back on the queue (Celery's WorkerLostError) for another worker; a whole machine lost returns its step
     # after the broker's visibility timeout.
-    config.write_text(f"broker_url = {broker_url(settings, 0)!r}\nresult_backend = {broker_url(settings, 1)!r}\n"
-                      "worker_prefetch_multiplier = 1\ntask_acks_late = True\ntask_reject_on_worker_lost = True\n"
-                      "broker_transport_options = {'visibility_timeout': 600}\n")
-    config.chmod(0o600)
+    files.write_private(config, f"broker_url = {broker_url(settings, 0)!r}\n"
+                                f"result_backend = {broker_url(settings, 1)!r}\n"
+                                "worker_prefetch_multiplier = 1\ntask_acks_late = True\n"
+                                "task_reject_on_worker_lost = True\n"
+                                "broker_transport_options = {'visibility_timeout': 600}\n")
     env = _child_env(settings)
     env["PYTHONPATH"] = os.pathsep.join((str(config_dir), env["PYTHONPATH"]))
     celery = shutil.which("celery", path=env.get("PATH")) or str(Path(sys.executable).parent / "celery")

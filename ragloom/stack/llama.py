@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ragloom import files
 from ragloom.errors import StackError
 from ragloom.settings import Settings, usable_cpus
 from ragloom.stack.process import ManagedProcess, http_ok
@@ -214,10 +215,7 @@ def start(settings: Settings, api_key: str) -> float:
     with _exclusive(home(settings) / ".start.lock"):
         if not proc.running():
             key_file = home(settings) / "api_key"
-            key_file.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(api_key + "\n")
+            files.write_private(key_file, api_key + "\n")
             _log(f"starting {model.name} on {base_url(settings)} ({settings.llm_threads} thread(s))")
             proc.start([str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(settings.llm_port),
                         "--threads", str(settings.llm_threads), "--threads-batch", str(settings.llm_threads),

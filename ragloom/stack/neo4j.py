@@ -11,6 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from ragloom import files
 from ragloom.errors import StackError
 from ragloom.settings import Settings
 from ragloom.stack.process import ManagedProcess, http_ok, port_open
@@ -135,12 +136,9 @@ def set_initial_password(settings: Settings, password: str) -> None:
     if "\n" in password or "\r" in password:
         raise StackError("RAGLOOM_NEO4J_PASSWORD must not contain line breaks")
     args = home(settings) / "run" / "initial-password.args"
-    args.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(args, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        with os.fdopen(fd, "w") as f:
-            # picocli's @-file syntax: one double-quoted argument with \ and " escaped
-            f.write('"' + password.replace("\\", "\\\\").replace('"', '\\"') + '"\n')
+        # picocli's @-file syntax: one double-quoted argument with \ and " escaped
+        files.write_private(args, '"' + password.replace("\\", "\\\\").replace('"', '\\"') + '"\n')
         proc = subprocess.run([java_binary(), "-cp", f"{lib_dir(settings)}/*", ADMIN_CLASS, "dbms",
                                "set-initial-password", f"@{args}"],
                               env=_java_env(settings), capture_output=True, text=True)

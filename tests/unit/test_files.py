@@ -50,3 +50,12 @@ def test_mode_is_set_before_the_secret_is_written(tmp_path):
     target = tmp_path / "sub" / "keys.json"
     files.write_text(target, "{}", mode=0o600)
     assert stat.S_IMODE(target.stat().st_mode) == 0o600 and target.read_text() == "{}"
+
+
+def test_write_private_replaces_a_readable_file_with_an_owner_only_one(tmp_path):
+    target = tmp_path / "stack" / "redis.conf"
+    target.parent.mkdir()
+    target.write_text("requirepass old\n")
+    target.chmod(0o644)
+    files.write_private(target, "requirepass new\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600 and target.read_text() == "requirepass new\n"
