@@ -26,7 +26,7 @@ def main() -> None:
     from ragloom.api import Ragloom
     from ragloom.evaluation.datasets import load_dataset
     from ragloom.retrieval import lanes
-    from ragloom.retrieval.adaptive import default_model_path, query_features
+    from ragloom.retrieval.adaptive import DEFAULT_CHAIN, default_model_path, query_features
     from ragloom.routing import LearnedRouter, RouterError, RuleRouter
     from ragloom.routing.features import SIGNAL_K, features
     from ragloom.settings import Settings
@@ -43,7 +43,7 @@ def main() -> None:
     except RouterError:
         router = RuleRouter()
     queries = [q.text for q in load_dataset(DATA, max_queries=args.queries).queries]
-    chain = ["hybrid", "dense", "bm25"]
+    chain = list(DEFAULT_CHAIN)
     route_ms, decide_ms, base_ms = [], [], []
     with Ragloom(settings) as rag:
         dense = rag.retriever("dense", "recursive", rerank=False, abstain=False)
