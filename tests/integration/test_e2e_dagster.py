@@ -167,6 +167,15 @@ def test_ui_shows_asset_graph_and_launches_materialization(dagster_stack):
     assert chromium, "Debian's chromium is required (scripts/browser-deps.sh installs it)"
     ARTIFACTS.mkdir(exist_ok=True)
     url = dagster_stack["url"]
+
+    def launched_runs():
+        query = {"query": "{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }"}
+        req = urllib.request.Request(f"{url}/graphql", data=json.dumps(query).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            runs = json.load(resp)["data"]["runsOrError"]["results"]
+        return [r for r in runs if not any(t["key"] == "dagster/sensor_name" for t in r["tags"])]
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -179,23 +188,16 @@ def test_ui_shows_asset_graph_and_launches_materialization(dagster_stack):
         page.screenshot(path=str(ARTIFACTS / "ui_asset_graph.png"))
 
         page.get_by_role("button", name="Materialize all").click()
-        page.wait_for_timeout(5000)  # the launch toast; the run itself is checked through GraphQL below
+        # the click launched a run (through GraphQL, polled instead of a fixed 5 s wait); the screenshot shows the
+        # button still launching
+        runs = wait_for(launched_runs, 60, "the UI-launched run", interval=0.25)
         page.screenshot(path=str(ARTIFACTS / "ui_materialize_launched.png"))
         browser.close()
 
-    def launched_runs():
-        query = {"query": "{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }"}
-        req = urllib.request.Request(f"{url}/graphql", data=json.dumps(query).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            runs = json.load(resp)["data"]["runsOrError"]["results"]
-        return [r for r in runs if not any(t["key"] == "dagster/sensor_name" for t in r["tags"])]
-
-    runs = wait_for(launched_runs, 60, "the UI-launched run")
     run_id = runs[0]["runId"]
 
     def finished():
         run = next(r for r in launched_runs() if r["runId"] == run_id)
         return run if run["status"] in {"SUCCESS", "FAILURE", "CANCELED"} else None
 
-    assert wait_for(finished, 420, "the UI-launched run to finish", interval=2)["status"] == "SUCCESS"
+    assert wait_for(finished, 420, "the UI-launched run to finish", interval=0.5)["status"] == "SUCCESS"
