@@ -111,9 +111,8 @@ class GraphRagRetriever(Retriever):
         try:
             candidates = lane.result()
         except RagloomError as e:  # the walk answers alone, from the entities the query names
-            if not named:
-                raise RetrievalError(f"graph_rag: every lane failed: vector lane: {e}; graph: the query names "
-                                     "no entity of the graph") from e
+            if not named:  # nothing to walk from either: _fallback reports both failures
+                return _fallback(request, lane, "the query names no entity of the graph")
             request.fallbacks.append(f"graph_rag: lane {lane_name} failed, the walk answers alone: {e}")
             candidates = []
         with request.stage("graph_seeds"):
