@@ -204,11 +204,6 @@ def write_instance(settings: Settings) -> Path:
     return home
 
 
-def start_code_server(settings: Settings) -> float:
-    launch_code_server(settings)
-    return wait_code_server(settings)
-
-
 def launch_code_server(settings: Settings) -> None:
     proc = _proc(settings, "code-server")
     if proc.running():
