@@ -6,9 +6,11 @@ whose chunks did not change costs its queries only.
         recursive headered 'h256=headered:{"chunk_size": 256}' gold=oracle \\
         'prev64=context:{"side": "prev", "cap": 64}'
 
-A variant is ``name=base:{json options}`` (``base`` alone: the registered chunking with its defaults). The first
-variant is the reference: every row prints its paired difference from it (95% bootstrap CI). Two probes that
-are no product chunkings:
+A variant is ``name=base:{json options}`` (``base`` alone: the registered chunking with its defaults), optionally
+followed by ``@{json retrieval options}`` (e.g. ``recursive@{"neighbour_weight": 0.25}``): the same chunks
+searched with those options. Variants with the same retrieval options run in one evaluation, each distinct set of
+options in its own (same namespace, so no chunk is stored twice); every row is paired with the first variant, the
+reference, on the same queries (95% bootstrap CI). Two probes that are no product chunkings:
 
 - ``oracle``: the dataset's own gold units (``passages.jsonl``) as chunks, one per passage: what chunks that end
   exactly where the judged units end score under the same retrieval (a passage longer than the model reads is
@@ -39,6 +41,7 @@ from ragloom.types import Chunk, Document  # noqa: E402
 
 PASSAGE_METRICS = ("recall@10", "tokrecall@512", "tokrecall@1024", "tokrecall@2048")
 DOCUMENT_METRICS = ("recall@10", "ndcg@10")
+_REGISTERED: dict[str, str] = {}  # name -> the spec it was registered from
 
 
 def register_variant(name: str, base: str, options: dict[str, Any]) -> None:
@@ -121,9 +124,21 @@ def _tokens_at_start(chunker: Chunker, text: str, n: int) -> str:
     return text if len(offsets) <= n else text[: offsets[n - 1][1]]
 
 
+def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """(the chunking part, the retrieval options) of ``chunking[@{json}]``."""
+    chunking, at, raw = spec.partition("@")
+    options = json.loads(raw) if at else {}
+    if not isinstance(options, dict):
+        raise SystemExit(f"{spec!r}: the retrieval options after '@' must be a JSON object")
+    return chunking, options
+
+
 def register(spec: str, dataset: Path) -> str:
-    """Registers the variant ``spec`` (``name=base:{json}`` or a registered name) and returns its name."""
+    """Registers the variant ``spec`` (``name=base:{json}`` or a registered name) and returns its name; a name
+    registered before (the same chunks under other retrieval options) is registered once."""
     name, _, rest = spec.partition("=")
+    if _REGISTERED.get(name) == spec:
+        return name
     base, _, raw = (rest or name).partition(":")
     options = json.loads(raw) if raw else {}
     if base == "oracle":
@@ -132,6 +147,7 @@ def register(spec: str, dataset: Path) -> str:
         register_context(name, options)
     elif name != base or options:
         register_variant(name, base, options)
+    _REGISTERED[name] = spec
     return name
 
 
@@ -144,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-queries", type=int, default=None)
     parser.add_argument("--corpus-limit", type=int, default=None)
     parser.add_argument("--depth", type=int, default=40)
+    parser.add_argument("--also", type=int, default=0,
+                        help="also print each row's paired difference from this variant (1 = the first)")
     parser.add_argument("--json", default="", help="write the rows here")
     parser.add_argument("--drop", action="store_true", help="remove the namespace's collections afterwards")
     args = parser.parse_args(argv)
@@ -152,18 +170,36 @@ def main(argv: list[str] | None = None) -> int:
     from ragloom.settings import Settings
 
     dataset = Path(args.dataset)
-    names = [register(spec, dataset) for spec in args.variants]
+    variants = []  # (chunking name, retrieval options)
+    for spec in args.variants:
+        chunking, options = split_spec(spec)
+        variants.append((register(chunking, dataset), options))
+    groups: dict[str, list[str]] = {}
+    for name, options in variants:
+        groups.setdefault(json.dumps(options, sort_keys=True), []).append(name)
     settings = Settings.from_env()
-    report = evaluate(str(dataset), [args.strategy], names, settings, namespace=args.namespace,
-                      max_queries=args.max_queries, corpus_limit=args.corpus_limit, depth=args.depth,
-                      baselines=False, log=lambda m: print(m, file=sys.stderr, flush=True))
+    systems, ingest, report = [], {}, None
+    for raw, names in groups.items():
+        report = evaluate(str(dataset), [args.strategy], list(dict.fromkeys(names)), settings,
+                          namespace=args.namespace, max_queries=args.max_queries, corpus_limit=args.corpus_limit,
+                          depth=args.depth, baselines=False, query_options=raw,
+                          log=lambda m: print(m, file=sys.stderr, flush=True))
+        for system in report.systems:
+            system.retrieval = args.strategy + ("" if raw == "{}" else "@" + raw)
+        systems += report.systems
+        ingest.update(report.ingest)
+    assert report is not None
+    report.ingest = ingest
+    report.systems = sorted(systems, key=lambda s: [(n, json.dumps(o, sort_keys=True)) for n, o in variants].index(
+        (s.chunking, s.retrieval.partition("@")[2] or "{}")))
     level = "passage" if "passage" in report.levels else "document"
     metrics = PASSAGE_METRICS if level == "passage" else DOCUMENT_METRICS
-    reference = f"{args.strategy}/{names[0]}"
+    reference = report.systems[0].name
     rows = []
-    print(f"{dataset.name}: {len(report.query_ids[level])} queries, {level} level, reference {names[0]}")
+    print(f"{dataset.name}: {len(report.query_ids[level])} queries, {level} level, reference {reference}")
     for system in report.systems:
-        row: dict[str, Any] = {"chunking": system.chunking, "chunks": report.ingest[system.chunking]["chunks"]}
+        row: dict[str, Any] = {"chunking": system.chunking, "options": system.retrieval.partition("@")[2],
+                               "chunks": report.ingest[system.chunking]["chunks"]}
         cells = []
         for metric in metrics:
             mean = report.estimate(system, level, metric).mean
@@ -173,9 +209,15 @@ def main(argv: list[str] | None = None) -> int:
                 d = report.compare(system.name, reference, level, metric)
                 row[f"{metric} diff"] = [round(d.mean, 4), round(d.low, 4), round(d.high, 4)]
                 cell += f" ({d.mean:+.3f} [{d.low:+.3f}, {d.high:+.3f}])"
+            also = report.systems[args.also - 1].name if args.also else None
+            if also and system.name != also:
+                d = report.compare(system.name, also, level, metric)
+                row[f"{metric} diff {args.also}"] = [round(d.mean, 4), round(d.low, 4), round(d.high, 4)]
+                cell += f" (vs {args.also}: {d.mean:+.3f} [{d.low:+.3f}, {d.high:+.3f}])"
             cells.append(cell)
         rows.append(row)
-        print(f"{system.chunking:>12} {row['chunks']:>6} chunks | " + " | ".join(cells), flush=True)
+        label = system.chunking + ("@" + row["options"] if row["options"] else "")
+        print(f"{label:>12} {row['chunks']:>6} chunks | " + " | ".join(cells), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
     if args.drop:

@@ -42,6 +42,10 @@ POSTPROCESS_OPTIONS: dict[str, Option] = {
     "reorder": Option(False, help="lost-in-the-middle order (best at both ends); ranks still say relevance"),
     "keep_vectors": Option(False, help="leave each item's vector in metadata[\"vector\"]"),
     "max_per_document": Option(0, min=0, help="at most this many items per document in the top k; 0 = no cap"),
+    "neighbour_weight": Option(0.0, min=0.0, max=2.0, help="re-rank by score + this × the mean score of each "
+                               "hit's retrieved neighbours (the chunks before and after it); 0 = off"),
+    "neighbour_scope": Option("section", choices=pp.NEIGHBOUR_SCOPES, help="neighbours must share the section "
+                              "(heading path), or only the document"),
     "parent_document": Option(False, help="return each hit's parent chunk instead of the hit (chunkings with "
                               "parents, e.g. hierarchical); hits sharing a parent give it once"),
     "rerank": Option(True, help="cross-encoder reranking after fusion, when a reranker model is available"),
@@ -257,7 +261,7 @@ class Retriever(ABC):
         post = {name: opts.pop(name) for name in POSTPROCESS_DEFAULTS}
         user_filter = self.context.bind_filters(self.chunking, parse_filters(filters))
         reranker, no_rerank = self.context.reranker() if post["rerank"] else (None, "rerank=False")
-        fetch_k = k * 2 if post["dedup"] else k
+        fetch_k = k * 2 if post["dedup"] or post["neighbour_weight"] else k
         if post["max_per_document"]:  # room to fill k from other documents
             fetch_k = max(fetch_k, k * 4)
         if reranker is not None:
@@ -343,6 +347,8 @@ class Retriever(ABC):
         if post["dedup"]:
             ranked, removed = pp.remove_near_duplicates(ranked, post["dedup_threshold"])
             extra["duplicates_removed"] = removed
+        if post["neighbour_weight"]:
+            ranked = pp.neighbour_boost(ranked, post["neighbour_weight"], post["neighbour_scope"])
         if post["max_per_document"]:
             ranked, capped = pp.cap_per_document(ranked, post["max_per_document"])
             extra["over_document_cap"] = capped

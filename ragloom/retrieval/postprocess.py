@@ -1,5 +1,5 @@
-"""Steps applied to a strategy's ranked items (pure): near-duplicate removal, abstention, lost-in-the-middle
-reordering, and context assembly under a token budget with numbered citations."""
+"""Steps applied to a strategy's ranked items (pure): near-duplicate removal, neighbour scoring, abstention,
+lost-in-the-middle reordering, and context assembly under a token budget with numbered citations."""
 
 from __future__ import annotations
 
@@ -46,6 +46,53 @@ def remove_near_duplicates(items: Sequence[RetrievedItem], threshold: float = DE
             kept_vectors.append(unit)
         kept.append(item)
     return kept, removed
+
+
+NEIGHBOUR_SCOPES = ("section", "document")
+
+
+def neighbour_key(item: RetrievedItem, scope: str) -> tuple | None:
+    """What two items must share to be neighbours: document and level (the heading path too for
+    ``scope="section"``); None when the item carries no reading position (the graph context item)."""
+    position = item.metadata.get("position")
+    if position is None:
+        return None
+    key = (item.document_id, item.metadata.get("level") or 0)
+    return (*key, tuple(item.heading_path)) if scope == "section" else key
+
+
+def neighbour_boost(items: Sequence[RetrievedItem], weight: float, scope: str = "section") -> list[RetrievedItem]:
+    """The items re-ranked by ``score + weight × mean score of their retrieved neighbours``.
+
+    A chunk's neighbours are the chunks right before and after it in reading order (``metadata["position"]``
+    ± 1, same document and level; with ``scope="section"`` also the same heading path) that are among
+    ``items``: a passage whose surroundings also match the query moves up, an isolated hit does not. Only
+    retrieved neighbours count (nothing is fetched) and no item is added or dropped. Each item's score becomes
+    the boosted one, the bonus is kept in ``metadata["neighbour_bonus"]``; ties go by chunk id. ``weight`` 0
+    returns the items unchanged.
+    """
+    if weight <= 0:
+        return list(items)
+    if scope not in NEIGHBOUR_SCOPES:
+        raise ValueError(f"neighbour scope {scope!r}: one of {', '.join(NEIGHBOUR_SCOPES)}")
+    at: dict[tuple, float] = {}
+    for item in items:
+        key = neighbour_key(item, scope)
+        if key is not None:
+            at.setdefault((*key, int(item.metadata["position"])), item.score)
+    boosted: list[RetrievedItem] = []
+    for item in items:
+        key = neighbour_key(item, scope)
+        bonus = 0.0
+        if key is not None:
+            position = int(item.metadata["position"])
+            found = [at[k] for k in ((*key, position - 1), (*key, position + 1)) if k in at]
+            bonus = weight * sum(found) / len(found) if found else 0.0
+        copy = RetrievedItem(chunk_id=item.chunk_id, document_id=item.document_id, text=item.text,
+                             score=item.score + bonus, rank=item.rank, heading_path=list(item.heading_path),
+                             lane_scores=dict(item.lane_scores), metadata={**item.metadata, "neighbour_bonus": bonus})
+        boosted.append(copy)
+    return sorted(boosted, key=lambda i: (-i.score, i.chunk_id))
 
 
 def cap_per_document(items: Sequence[RetrievedItem], limit: int) -> tuple[list[RetrievedItem], list[str]]:

@@ -1,5 +1,5 @@
 """Tuning knobs that need no store: linear fusion, the stable tie order, the per-document cap, parent
-replacement, and the query-embedding LRU. Each test fails when its knob does nothing."""
+replacement, neighbour scoring, and the query-embedding LRU. Each test fails when its knob does nothing."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ragloom.retrieval import (
     register_retrieval_strategy,
 )
 from ragloom.retrieval.options import Option
-from ragloom.retrieval.postprocess import cap_per_document, replace_by_parents
+from ragloom.retrieval.postprocess import cap_per_document, neighbour_boost, replace_by_parents
 from ragloom.types import RetrievedItem
 
 
@@ -79,6 +79,40 @@ def test_replace_by_parents_gives_each_parent_once_at_its_best_childs_place():
     assert out[0].score == 0.9 and out[0].metadata["expanded_from"] == ["c1", "c3"]
 
 
+def unit(chunk_id: str, score: float, position: int, document_id: str = "rules", section: str = "1",
+         level: int = 0) -> RetrievedItem:
+    found = item(chunk_id, score, document_id, position=position, level=level)
+    found.heading_path = ["Rules", section]
+    return found
+
+
+# "b" sits between two retrieved units of its section; "x" ranks above it but stands alone
+NEIGHBOURS = [unit("x", 0.80, 7), unit("a", 0.78, 1), unit("b", 0.70, 2), unit("c", 0.60, 3)]
+
+
+def test_neighbour_boost_lifts_a_hit_whose_neighbours_were_retrieved():
+    out = neighbour_boost(NEIGHBOURS, 0.5)
+    # b: 0.70 + 0.5 × mean(0.78, 0.60); a: 0.78 + 0.5 × 0.70; c: 0.60 + 0.5 × 0.70; x: no neighbour
+    assert ids(out) == ["a", "b", "c", "x"]
+    assert out[1].score == pytest.approx(0.70 + 0.5 * 0.69) and out[1].metadata["neighbour_bonus"] > 0
+    assert out[3].score == 0.80 and out[3].metadata["neighbour_bonus"] == 0.0
+    assert NEIGHBOURS[2].score == 0.70  # the input items are not changed
+    assert ids(neighbour_boost(NEIGHBOURS, 0.0)) == ids(NEIGHBOURS) == ["x", "a", "b", "c"]
+
+
+def test_neighbours_are_adjacent_units_of_one_document_level_and_section():
+    elsewhere = [unit("x", 0.80, 7), unit("a", 0.78, 1, document_id="other"), unit("b", 0.70, 2),
+                 unit("c", 0.60, 3, level=1), unit("d", 0.60, 4)]  # d is two places from b
+    assert ids(neighbour_boost(elsewhere, 0.5))[:2] == ["x", "a"]
+    other_section = [unit("x", 0.80, 7), unit("a", 0.78, 1, section="2"), unit("b", 0.70, 2),
+                     unit("c", 0.60, 3, section="3")]
+    assert ids(neighbour_boost(other_section, 0.5, "section")) == ["x", "a", "b", "c"]
+    assert ids(neighbour_boost(other_section, 0.5, "document")) == ["a", "b", "c", "x"]
+    context = item("graph", 1.0, source="graph_rag")  # no reading position: never a neighbour, never boosted
+    out = {i.chunk_id: i for i in neighbour_boost([context, *NEIGHBOURS], 0.5)}
+    assert out["graph"].metadata["neighbour_bonus"] == 0.0 and out["graph"].score == 1.0
+
+
 # through the retriever template ------------------------------------------------------------------------
 
 
@@ -102,6 +136,17 @@ def test_max_per_document_caps_the_top_k_and_still_fills_it():
     assert ids(plain.items) == ["1", "2", "3"]
     capped = retriever.search("q", k=3, items=items, dedup=False, abstain=False, max_per_document=1)
     assert ids(capped.items) == ["1", "4", "5"] and capped.metadata["over_document_cap"] == ["2", "3"]
+
+
+def test_neighbour_weight_reranks_the_candidates_before_the_cut():
+    retriever = get_retriever("test_tuning_list", RetrievalContext(vectors=None))
+    plain = retriever.search("q", k=2, items=tuple(NEIGHBOURS), dedup=False, abstain=False)
+    assert ids(plain.items) == ["x", "a"] and retriever.fetch_k == 2
+    boosted = retriever.search("q", k=2, items=tuple(NEIGHBOURS), dedup=False, abstain=False, neighbour_weight=0.5)
+    assert ids(boosted.items) == ["a", "b"] and retriever.fetch_k == 4  # room for neighbours below the cut
+    assert [i.rank for i in boosted.items] == [1, 2]
+    with pytest.raises(RetrievalError, match="neighbour_scope"):
+        retriever.search("q", k=2, items=tuple(NEIGHBOURS), neighbour_weight=0.5, neighbour_scope="page")
 
 
 class CountingEmbedder:
