@@ -64,3 +64,12 @@ def test_context_probe_embeds_the_text_before_within_the_section() -> None:
     assert 0 < len(get_chunker(name).counter.tokenizer.encode(before, add_special_tokens=False).ids) <= 8
     first_of_fees = next(c for c in probed if "2.1 " in c.text)
     assert first_of_fees.embed_text == first_of_fees.text  # nothing from the section before
+
+
+def test_retrieval_options_after_at_reuse_the_registered_chunks() -> None:
+    spec = f"{unique('h')}=headered:{json.dumps({'chunk_size': 32})}"
+    chunking, options = sweep.split_spec(spec + '@{"neighbour_weight": 0.5}')
+    assert chunking == spec and options == {"neighbour_weight": 0.5}
+    assert sweep.split_spec("recursive") == ("recursive", {})
+    name = sweep.register(chunking, Path("."))
+    assert sweep.register(sweep.split_spec(spec)[0], Path(".")) == name  # the same chunks: registered once
