@@ -57,6 +57,7 @@ def peer_venv(cache_dir: Path) -> Path:
     python = venv / "bin" / "python"
     if (venv / ".complete").exists():
         _unlink_static(venv)
+        _compile_once(venv, python)
         return python
     # scripts/env.sh installs uv into <cache>/uv-bootstrap when the machine has none, without putting it on PATH
     bootstrap = cache_dir / "uv-bootstrap" / "bin" / "uv"
@@ -71,8 +72,23 @@ def peer_venv(cache_dir: Path) -> Path:
     # -c: every package both sides share resolves to the version ragloom runs on
     subprocess.run([uv, "pip", "install", "-q", "-p", str(python), "-c", str(lock), *PEER_PACKAGES], check=True)
     _unlink_static(venv)
+    _compile_once(venv, python)
     (venv / ".complete").touch()
     return python
+
+
+def _compile_once(venv: Path, python: Path) -> None:
+    """Compile the venv's modules, once: uv installs without .pyc files, and where PYTHONDONTWRITEBYTECODE is set
+    (it is on our machines) every LlamaIndex process compiled torch and llama_index from source again
+    (scripts/bytecode.sh does the same for ragloom's own environment)."""
+    marker = venv / ".bytecode-compiled"
+    if marker.exists():
+        return
+    log(f"compiling the LlamaIndex venv {venv} once (1-2 min)")
+    # one file of torch's own test helpers is Python 3.12 syntax: compileall names it, goes on and exits 1
+    subprocess.run([str(python), "-m", "compileall", "-q", "-j0", *map(str, venv.glob("lib/python*/site-packages"))],
+                   capture_output=True)
+    marker.touch()
 
 
 def _unlink_static(venv: Path) -> None:
