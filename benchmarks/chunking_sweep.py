@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--also", type=int, default=0,
                         help="also print each row's paired difference from this variant (1 = the first)")
     parser.add_argument("--json", default="", help="write the rows here")
+    parser.add_argument("--scores", default="", help="write every row's per-query scores here (JSON), to pair "
+                        "rows of different runs")
     parser.add_argument("--drop", action="store_true", help="remove the namespace's collections afterwards")
     args = parser.parse_args(argv)
 
@@ -220,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:>12} {row['chunks']:>6} chunks | " + " | ".join(cells), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    if args.scores:
+        per_query = {"query_ids": report.query_ids[level], "systems": {
+            s.chunking + ("@" + s.retrieval.partition("@")[2] if "@" in s.retrieval else ""):
+                {m: [float(x) for x in s.scores[level][m]] for m in metrics} for s in report.systems}}
+        Path(args.scores).write_text(json.dumps(per_query), encoding="utf-8")
     if args.drop:
         print("dropped", ", ".join(drop_namespace(settings, report.dataset, args.namespace)))
     return 0

@@ -44,6 +44,8 @@ POSTPROCESS_OPTIONS: dict[str, Option] = {
     "max_per_document": Option(0, min=0, help="at most this many items per document in the top k; 0 = no cap"),
     "neighbour_weight": Option(0.0, min=0.0, max=2.0, help="re-rank by score + this × the mean score of each "
                                "hit's retrieved neighbours (the chunks before and after it); 0 = off"),
+    "neighbour_candidates": Option(0, min=0, max=MAX_K * 2, help="candidates the strategy is asked for when "
+                                   "neighbour_weight is on (at least k); 0 = 4 × k"),
     "neighbour_scope": Option("section", choices=pp.NEIGHBOUR_SCOPES, help="neighbours must share the section "
                               "(heading path), or only the document"),
     "parent_document": Option(False, help="return each hit's parent chunk instead of the hit (chunkings with "
@@ -261,9 +263,11 @@ class Retriever(ABC):
         post = {name: opts.pop(name) for name in POSTPROCESS_DEFAULTS}
         user_filter = self.context.bind_filters(self.chunking, parse_filters(filters))
         reranker, no_rerank = self.context.reranker() if post["rerank"] else (None, "rerank=False")
-        fetch_k = k * 2 if post["dedup"] or post["neighbour_weight"] else k
+        fetch_k = k * 2 if post["dedup"] else k
         if post["max_per_document"]:  # room to fill k from other documents
             fetch_k = max(fetch_k, k * 4)
+        if post["neighbour_weight"]:  # room for neighbours ranked below the cut
+            fetch_k = max(fetch_k, k, post["neighbour_candidates"] or k * 4)
         if reranker is not None:
             fetch_k = max(fetch_k, post["rerank_candidates"])
         cache_key = None if expansion is not None else self._cache_key(

@@ -143,8 +143,13 @@ def test_neighbour_weight_reranks_the_candidates_before_the_cut():
     plain = retriever.search("q", k=2, items=tuple(NEIGHBOURS), dedup=False, abstain=False)
     assert ids(plain.items) == ["x", "a"] and retriever.fetch_k == 2
     boosted = retriever.search("q", k=2, items=tuple(NEIGHBOURS), dedup=False, abstain=False, neighbour_weight=0.5)
-    assert ids(boosted.items) == ["a", "b"] and retriever.fetch_k == 4  # room for neighbours below the cut
+    assert ids(boosted.items) == ["a", "b"] and retriever.fetch_k == 8  # room for neighbours below the cut
     assert [i.rank for i in boosted.items] == [1, 2]
+    retriever.search("q", k=2, items=tuple(NEIGHBOURS), dedup=False, abstain=False, neighbour_weight=0.5,
+                     neighbour_candidates=3)
+    assert retriever.fetch_k == 3
+    retriever.search("q", k=2, items=tuple(NEIGHBOURS), dedup=False, abstain=False, neighbour_candidates=3)
+    assert retriever.fetch_k == 2  # without a weight the candidates are the plain search's
     with pytest.raises(RetrievalError, match="neighbour_scope"):
         retriever.search("q", k=2, items=tuple(NEIGHBOURS), neighbour_weight=0.5, neighbour_scope="page")
 
