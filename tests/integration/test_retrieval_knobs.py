@@ -1,5 +1,5 @@
 """Tuning knobs on the real Weaviate: parent-document expansion for every flat strategy, the per-document cap,
-linear fusion's sparse weight, and hybrid degrading to the lanes that still work.
+neighbour scoring, linear fusion's sparse weight, and hybrid degrading to the lanes that still work.
 
 One small ObliQA corpus (hierarchical chunks: they have parents) in its own collections, deleted afterwards.
 """
@@ -68,6 +68,20 @@ def test_max_per_document_caps_each_document(rag, obliqa):
     docs = [i.document_id for i in capped.items]
     assert len(docs) == len(set(docs)) and len(docs) >= 2
     assert capped.metadata["over_document_cap"]
+
+
+def test_neighbour_weight_reads_reading_order_from_the_store(rag, obliqa):
+    moved = 0
+    for query in obliqa.queries[:3]:
+        plain = rag.query(query.text, strategy="hybrid", chunking="hierarchical", k=8, **NO_POST)
+        boosted = rag.query(query.text, strategy="hybrid", chunking="hierarchical", k=8, neighbour_weight=1.0,
+                            **NO_POST)
+        bonuses = [i.metadata["neighbour_bonus"] for i in boosted.items]
+        assert any(b > 0 for b in bonuses)  # positions and levels came back from Weaviate
+        scores = [i.score for i in boosted.items]
+        assert scores == sorted(scores, reverse=True)
+        moved += [i.chunk_id for i in boosted.items] != [i.chunk_id for i in plain.items]
+    assert moved
 
 
 def test_linear_fusion_sparse_weight_moves_between_the_lanes(rag, obliqa):
