@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +43,13 @@ def up(settings: Settings | None = None, llm: bool = False) -> Settings:
         neo4j_password=_ensure_secret(stack / "neo4j.password", settings.neo4j_password),
     )
     started = time.monotonic()
+    starts: dict[str, Callable[[], float]] = {}
     if not settings.weaviate_url:
-        waited = weaviate.start(settings, settings.weaviate_api_key)
-        print(f"[ragloom stack] weaviate ready ({waited:.1f}s)", flush=True)
+        starts["weaviate"] = lambda: weaviate.start(settings, settings.weaviate_api_key)
     if not settings.neo4j_uri:
-        waited = neo4j.start(settings, settings.neo4j_password)
-        print(f"[ragloom stack] neo4j ready ({waited:.1f}s)", flush=True)
+        starts["neo4j"] = lambda: neo4j.start(settings, settings.neo4j_password)
+    for name, waited in _side_by_side(starts).items():
+        print(f"[ragloom stack] {name} ready ({waited:.1f}s)", flush=True)
     if llm and not _external_llm(settings):
         key = _ensure_secret(stack / "llm.api_key", "")
         waited = llama.start(settings, key)
@@ -57,6 +60,30 @@ def up(settings: Settings | None = None, llm: bool = False) -> Settings:
                                        llm_model=settings.llm_model or llama.model_name(settings), llm_api_key=key)
     print(f"[ragloom stack] up in {time.monotonic() - started:.1f}s; data in {stack}", flush=True)
     return settings
+
+
+def _side_by_side(starts: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """Each start in a thread of its own: a cold start waits for the slower server (Neo4j's JVM), not for the sum
+    of both. Daemon threads, so Ctrl-C during a build or a wait ends the command at once; the first error is
+    raised once every start has ended."""
+    waited: dict[str, float] = {}
+    errors: list[BaseException] = []
+
+    def run(name: str, start: Callable[[], float]) -> None:
+        try:
+            waited[name] = start()
+        except BaseException as e:  # noqa: BLE001 - raised below in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=item, name=f"stack-up-{item[0]}", daemon=True)
+               for item in starts.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return {name: waited[name] for name in starts}
 
 
 def _external_llm(settings: Settings) -> bool:
