@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ragloom.errors import RetrievalError
 from ragloom.types import HEADING_SEPARATOR, RetrievalResult, RetrievedItem
 
 DEFAULT_DEDUP_THRESHOLD = 0.92
@@ -74,7 +75,7 @@ def neighbour_boost(items: Sequence[RetrievedItem], weight: float, scope: str = 
     if weight <= 0:
         return list(items)
     if scope not in NEIGHBOUR_SCOPES:
-        raise ValueError(f"neighbour scope {scope!r}: one of {', '.join(NEIGHBOUR_SCOPES)}")
+        raise RetrievalError(f"neighbour_scope={scope!r}: one of {', '.join(NEIGHBOUR_SCOPES)}")
     at: dict[tuple, float] = {}
     for item in items:
         key = neighbour_key(item, scope)

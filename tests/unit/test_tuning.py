@@ -109,6 +109,8 @@ def test_neighbours_are_adjacent_units_of_one_document_level_and_section():
     assert ids(neighbour_boost(other_section, 0.5, "section")) == ["x", "a", "b", "c"]
     assert ids(neighbour_boost(other_section, 0.5, "document")) == ["a", "b", "c", "x"]
     context = item("graph", 1.0, source="graph_rag")  # no reading position: never a neighbour, never boosted
+    with pytest.raises(RetrievalError, match="neighbour_scope"):
+        neighbour_boost(NEIGHBOURS, 0.5, "page")
     out = {i.chunk_id: i for i in neighbour_boost([context, *NEIGHBOURS], 0.5)}
     assert out["graph"].metadata["neighbour_bonus"] == 0.0 and out["graph"].score == 1.0
 
