@@ -163,8 +163,12 @@ def start(settings: Settings, api_key: str) -> float:
     if not proc.running():
         _log(f"starting on http://{settings.weaviate_host}:{settings.weaviate_http_port} "
              f"(gRPC {settings.weaviate_grpc_port})")
+        # One node on loopback has no peer to wait for: Raft timeouts at their base values (Weaviate's default
+        # multiplier of 5 tolerates network delay between nodes) make the node elect itself in ~1 s, not ~5 s;
+        # a start or restart is ready in ~2.5 s instead of 6-9 s. The cluster nodes keep the default.
+        env = {**server_env(settings, api_key), "RAFT_TIMEOUTS_MULTIPLIER": "1"}
         proc.start([str(binary), "--host", settings.weaviate_host, "--port", str(settings.weaviate_http_port),
-                    "--scheme", "http"], server_env(settings, api_key), cwd=settings.stack_dir / "weaviate")
+                    "--scheme", "http"], env, cwd=settings.stack_dir / "weaviate")
     return proc.wait_ready(lambda: ready(settings), settings.stack_timeout_seconds, "Weaviate")
 
 
