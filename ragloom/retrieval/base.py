@@ -330,6 +330,8 @@ class Retriever(ABC):
             stamp = version(self.chunking)
         except RagloomError:
             return None
+        if not stamp:  # no collection, or nothing written to it yet: no change could be noticed
+            return None
         return result_key(strategy=self.name, chunking=self.chunking, version=stamp, **parts)
 
     def _rerank(self, request: SearchRequest, reranker: Any, items: list[RetrievedItem],

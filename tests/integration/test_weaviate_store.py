@@ -269,6 +269,34 @@ def test_delete_chunks(scratch, corpus):
     assert scratch.delete_chunks(STRATEGY, []) == 0
 
 
+def test_every_change_stamps_a_new_version_without_touching_the_schema(scratch, corpus, weaviate_client):
+    """Result caches key on the stamp; it is data, so no write updates the collection's config (a config update
+    makes the shards read-only for a moment: concurrent syncs failed on it)."""
+    chunks, vectors = corpus["chunks"][:3], corpus["vectors"][:3]
+    scratch.ensure_collection(STRATEGY, 384)
+    scratch.ensure_collection("headered", 384)
+    assert scratch.collection_version(STRATEGY) == ""  # nothing written yet: nothing to cache under
+    config = weaviate_client.collections.use(scratch.collection_name(STRATEGY)).config
+    schema_before = {k: v for k, v in config.get().to_dict().items() if k != "properties"}  # meta_ ones are added
+    seen = set()
+    for change in (lambda: scratch.upsert_chunks(STRATEGY, chunks, vectors),
+                   lambda: scratch.upsert_chunks(STRATEGY, chunks[:1], vectors[:1]),
+                   lambda: scratch.delete_chunks(STRATEGY, [chunks[2].chunk_id])):
+        change()
+        stamp = scratch.collection_version(STRATEGY)
+        assert stamp and stamp not in seen
+        seen.add(stamp)
+    assert scratch.delete_chunks(STRATEGY, ["never-written"]) == 0
+    assert scratch.collection_version(STRATEGY) == stamp  # nothing changed: the same stamp
+    assert {k: v for k, v in config.get().to_dict().items() if k != "properties"} == schema_before
+    assert scratch.collection_version("headered") == ""  # stamps are per collection
+    scratch.drop_collection(STRATEGY)
+    assert scratch.collection_version(STRATEGY) == ""
+    assert weaviate_client.collections.exists(scratch.versions_name)  # headered is still there
+    scratch.drop_collection("headered")
+    assert not weaviate_client.collections.exists(scratch.versions_name)  # nothing left under the prefix
+
+
 def test_ensure_collection_refuses_another_dimension(scratch, corpus):
     scratch.ensure_collection(STRATEGY, 384, model_id="a")
     scratch.ensure_collection(STRATEGY, 384, model_id="a")  # idempotent

@@ -5,6 +5,7 @@ schema      core properties; user metadata flattened, typed (infer_type, widen) 
 filters     to_weaviate: the ``ragloom.filters`` tree as a Weaviate filter (pure)
 connection  open_client(settings): local stack, self-hosted URL or Weaviate Cloud
 inventory   collection names, schema (property_types), ids, counts
+versions    collection_version / bump_version: a stamp per collection, changed by every write (result caches)
 admin       ensure_collection, drop_collection(s)
 writes      upsert_chunks / write_chunks (typed metadata, bounded retries), delete_chunks
 reads       near_vector, bm25, hybrid, fetch: each takes the filter tree as ``where``

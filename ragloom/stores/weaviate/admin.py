@@ -7,11 +7,11 @@ import json
 from ragloom.errors import StoreError
 from ragloom.stores.analysis import ANALYZER
 from ragloom.stores.weaviate.errors import store_errors
-from ragloom.stores.weaviate.inventory import Inventory
 from ragloom.stores.weaviate.schema import core_properties
+from ragloom.stores.weaviate.versions import Versions
 
 
-class Admin(Inventory):
+class Admin(Versions):
     """Collections are created with the core schema (``schema.core_properties``) and dropped by name or prefix."""
 
     def ensure_collection(self, strategy: str, dimension: int, model_id: str = "") -> None:
@@ -68,10 +68,12 @@ class Admin(Inventory):
 
     def drop_collection(self, strategy: str) -> None:
         name = self.collection_name(strategy)
+        self.forget_version(strategy)
         with store_errors(f"delete collection {name}"):
             self.client.collections.delete(name)
         self._known_properties.pop(name, None)
         self._bm25_analyzed.pop(name, None)
+        self._drop_versions_if_alone()
 
     def drop_collections(self) -> list[str]:
         """Delete every collection whose name starts with this store's prefix; returns their names."""

@@ -65,11 +65,14 @@ class Inventory:
 
     def _collection(self, strategy: str, write: bool = False) -> Any:
         """The collection handle at this store's read (or write) consistency level."""
+        return self._handle(self.collection_name(strategy), write)
+
+    def _handle(self, name: str, write: bool = False) -> Any:
+        """The handle of collection ``name`` at this store's read (or write) consistency level."""
         from weaviate.classes.config import ConsistencyLevel
 
         level = self.write_consistency if write else self.read_consistency
-        return self.client.collections.use(self.collection_name(strategy)).with_consistency_level(
-            ConsistencyLevel[level])
+        return self.client.collections.use(name).with_consistency_level(ConsistencyLevel[level])
 
     def exists(self, strategy: str) -> bool:
         with store_errors("exists"):
@@ -86,14 +89,6 @@ class Inventory:
         except ValueError:
             return {}
         return info if isinstance(info, dict) else {}
-
-    def collection_version(self, strategy: str) -> str:
-        """A stamp that changes whenever a write or delete changed the collection ('' when there is none):
-        result caches key on it, so any change to the collection invalidates them in every process."""
-        info = self.collection_info(strategy)
-        if info is None:
-            return ""
-        return f"{info.get('model_id', '')}|{info.get('version', '')}"
 
     def property_types(self, strategy: str, refresh: bool = False) -> dict[str, str]:
         """Property -> Weaviate data type name ("TEXT", "INT", "DATE", "TEXT_ARRAY", ...) of the strategy's

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,8 +12,8 @@ import numpy as np
 from ragloom.errors import StoreError
 from ragloom.filters import META_PREFIX
 from ragloom.stores.weaviate.errors import is_weaviate_failure, store_errors
-from ragloom.stores.weaviate.inventory import Inventory
 from ragloom.stores.weaviate.schema import coerce, infer_type, meta_property, object_properties, widen
+from ragloom.stores.weaviate.versions import Versions
 from ragloom.types import Chunk
 
 INSERT_BATCH = 512  # objects per gRPC insert_many request
@@ -62,7 +60,7 @@ def invalid_vectors(vectors: np.ndarray) -> dict[int, str]:
     return out
 
 
-class Writes(Inventory):
+class Writes(Versions):
     """Objects are written with uuid5 of the chunk id, so a write is an idempotent upsert."""
 
     def upsert_chunks(self, strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> int:
@@ -174,15 +172,6 @@ class Writes(Inventory):
                     raise StoreError(f"chunk {chunk.chunk_id} of document {chunk.document_id}: metadata "
                                      f"{key.removeprefix(META_PREFIX)!r} -> {key}: {e} (the property is "
                                      f"{type_name} since its first value)") from e
-
-    def bump_version(self, strategy: str) -> None:
-        """Record in the collection's description that its content changed (a fresh ``version``)."""
-        info = self.collection_info(strategy)
-        if info is None:
-            return
-        info["version"] = uuid.uuid4().hex
-        with store_errors(f"update collection {self.collection_name(strategy)}"):
-            self._collection(strategy).config.update(description=json.dumps(info))
 
     def delete_chunks(self, strategy: str, chunk_ids: Iterable[str]) -> int:
         """Delete objects by chunk id (batched by uuid); returns how many were deleted."""
