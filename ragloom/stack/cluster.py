@@ -290,16 +290,22 @@ def up(settings: Settings) -> Settings:
 
     settings = with_secrets(settings)
     write_instance(settings)
-    # The Weaviate nodes form their cluster, the code server and the workers import the pipelines: all at once
-    # (serially they took ~30 s); the workers need only Redis, so Postgres and Redis come first.
-    weaviate_cluster.launch(settings, settings.weaviate_api_key)
-    for what, start in (("postgres", start_postgres), ("redis", start_redis)):
-        _log(f"{what} ready ({start(settings):.1f}s)")
-    launch_code_server(settings)
-    launch_workers(settings)
-    for what, wait in (("weaviate cluster", weaviate_cluster.wait_ready), ("code server", wait_code_server),
-                       ("workers", wait_workers)):
-        _log(f"{what} ready ({wait(settings):.1f}s)")
+    try:
+        # The Weaviate nodes form their cluster, the code server and the workers import the pipelines: all at
+        # once (serially they took ~30 s); the workers need only Redis, so Postgres and Redis come first.
+        weaviate_cluster.launch(settings, settings.weaviate_api_key)
+        for what, start in (("postgres", start_postgres), ("redis", start_redis)):
+            _log(f"{what} ready ({start(settings):.1f}s)")
+        launch_code_server(settings)
+        launch_workers(settings)
+        for what, wait in (("weaviate cluster", weaviate_cluster.wait_ready), ("code server", wait_code_server),
+                           ("workers", wait_workers)):
+            _log(f"{what} ready ({wait(settings):.1f}s)")
+    except BaseException:
+        # a part that failed to start leaves none of the others running (they would hold the profile's ports)
+        _log("start-up failed: stopping what was started")
+        down(settings)
+        raise
     return settings
 
 
