@@ -165,6 +165,9 @@ class Settings:
     weaviate_write_consistency: str = "QUORUM"  # RAGLOOM_WEAVIATE_WRITE_CONSISTENCY: ONE | QUORUM | ALL
     weaviate_read_consistency: str = "QUORUM"  # RAGLOOM_WEAVIATE_READ_CONSISTENCY: ONE | QUORUM | ALL
     weaviate_nodes: int = 3  # RAGLOOM_WEAVIATE_NODES: nodes of the local cluster profile
+    # RAGLOOM_WEAVIATE_WRITE_TIMEOUT_SECONDS: one insert request (512 objects); then it is re-sent (an upsert). The
+    # client's own default, 90 s, is how long a write waited on a replica that had just died in a cluster.
+    weaviate_write_timeout_seconds: float = 30.0
     # Neo4j
     neo4j_version: str = "5.26.30"
     neo4j_uri: str = ""  # RAGLOOM_NEO4J_URI, default neo4j://127.0.0.1:<bolt port> (routing)
@@ -313,6 +316,9 @@ class Settings:
             if getattr(self, name) not in CONSISTENCY_LEVELS:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)!r}: choose "
                                   f"{', '.join(CONSISTENCY_LEVELS)}")
+        if self.weaviate_write_timeout_seconds <= 0:
+            raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_TIMEOUT_SECONDS={self.weaviate_write_timeout_seconds}: "
+                              "must be > 0")
         if self.weaviate_replication_factor < 1 or self.weaviate_nodes < 1 or self.celery_workers < 1:
             raise ConfigError("RAGLOOM_WEAVIATE_REPLICATION_FACTOR, RAGLOOM_WEAVIATE_NODES and "
                               "RAGLOOM_CELERY_WORKERS must be at least 1")

@@ -310,13 +310,15 @@ def test_drop_collections_only_touches_its_prefix(scratch, store, weaviate_clien
     scratch.ensure_collection("recursive", 384)
     scratch.ensure_collection("headered", 384)
     assert sorted(scratch.drop_collections()) == sorted([scratch.collection_name("recursive"),
-                                                         scratch.collection_name("headered")])
+                                                         scratch.collection_name("headered"), scratch.versions_name])
     assert weaviate_client.collections.exists(store.collection_name(STRATEGY))
 
 
 def test_connect_from_settings(settings, namespace):
-    with WeaviateStore.connect(replace(settings, collection_prefix=namespace)) as store:
+    with WeaviateStore.connect(replace(settings, collection_prefix=namespace,
+                                       weaviate_write_timeout_seconds=12.5)) as store:
         assert store.prefix == namespace
+        assert store.client._connection.timeout_config.insert == 12.5  # the client's own default is 90 s
         assert store.client.is_ready()
         assert store.count("recursive") == 0
     assert not store.client.is_connected()

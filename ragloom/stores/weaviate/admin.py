@@ -16,10 +16,13 @@ class Admin(Versions):
 
     def ensure_collection(self, strategy: str, dimension: int, model_id: str = "") -> None:
         """Create the strategy's collection when missing; an existing one must hold vectors of ``dimension``
-        (and of ``model_id``, when given and recorded), else StoreError: drop it first to change models."""
+        (and of ``model_id``, when given and recorded), else StoreError: drop it first to change models.
+        The prefix's versions collection is ensured here too, so that writes change no schema (in a cluster a
+        schema change waits on the Raft leader: 90 s when it has just died)."""
         from weaviate.classes.config import Configure, VectorDistances
 
         name = self.collection_name(strategy)
+        self._ensure_versions()
         if self.exists(strategy):
             info = self.collection_info(strategy) or {}
             stored_dim = info.get("dimension") or self.vector_dimension(strategy)
@@ -84,4 +87,5 @@ class Admin(Versions):
                 self.client.collections.delete(name)
             self._known_properties.pop(name, None)
             self._bm25_analyzed.pop(name, None)
+        self._versions_ready = False
         return names

@@ -29,8 +29,9 @@ def open_client(settings: Settings) -> Any:
     ``weaviate_grpc_port`` (TLS when the URL is https).
     """
     import weaviate
-    from weaviate.classes.init import Auth
+    from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 
+    config = AdditionalConfig(timeout=Timeout(insert=settings.weaviate_write_timeout_seconds))
     key = api_key(settings)
     auth = Auth.api_key(key) if key else None
     where = settings.weaviate_url or (f"http://{settings.weaviate_host}:{settings.weaviate_http_port} "
@@ -38,18 +39,21 @@ def open_client(settings: Settings) -> Any:
     try:
         if not settings.weaviate_url:
             return weaviate.connect_to_local(host=settings.weaviate_host, port=settings.weaviate_http_port,
-                                             grpc_port=settings.weaviate_grpc_port, auth_credentials=auth)
+                                             grpc_port=settings.weaviate_grpc_port, auth_credentials=auth,
+                                             additional_config=config)
         url = urlparse(settings.weaviate_url if "://" in settings.weaviate_url else f"https://{settings.weaviate_url}")
         host = url.hostname or ""
         if host.endswith(CLOUD_HOST_SUFFIXES):
             if auth is None:
                 raise StoreError(f"RAGLOOM_WEAVIATE_URL={settings.weaviate_url} is a Weaviate Cloud "
                                  "cluster: set RAGLOOM_WEAVIATE_API_KEY")
-            return weaviate.connect_to_weaviate_cloud(cluster_url=settings.weaviate_url, auth_credentials=auth)
+            return weaviate.connect_to_weaviate_cloud(cluster_url=settings.weaviate_url, auth_credentials=auth,
+                                                      additional_config=config)
         secure = url.scheme == "https"
         return weaviate.connect_to_custom(
             http_host=host, http_port=url.port or (443 if secure else 80), http_secure=secure,
-            grpc_host=host, grpc_port=settings.weaviate_grpc_port, grpc_secure=secure, auth_credentials=auth)
+            grpc_host=host, grpc_port=settings.weaviate_grpc_port, grpc_secure=secure, auth_credentials=auth,
+            additional_config=config)
     except StoreError:
         raise
     except Exception as e:  # connect_* raise startup, connection, auth and gRPC errors alike

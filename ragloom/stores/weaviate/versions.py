@@ -23,8 +23,11 @@ VERSIONS_SUFFIX = "_Versions"
 
 
 class Versions(Inventory):
-    """Stamps live under ``versions_name``; the collection is created by the first stamp and dropped with the
-    prefix's last chunk collection (``Admin.drop_collection``)."""
+    """Stamps live under ``versions_name``; the collection is created with the first chunk collection
+    (``Admin.ensure_collection``, else by the first stamp) and dropped with the prefix's last chunk collection
+    (``Admin.drop_collection``)."""
+
+    _versions_ready = False  # the versions collection was seen or made by this store (no schema read per stamp)
 
     @property
     def versions_name(self) -> str:
@@ -63,6 +66,7 @@ class Versions(Inventory):
                     result = self._handle(self.versions_name, write=True).data.insert_many([stamp])
             except StoreError:
                 # the prefix's last chunk collection was dropped a moment ago, and the versions with it
+                self._versions_ready = False
                 if attempt == 0 and not self._versions_exist():
                     continue
                 raise
@@ -85,7 +89,8 @@ class Versions(Inventory):
     def _ensure_versions(self) -> None:
         from weaviate.classes.config import Configure, DataType, Property
 
-        if self._versions_exist():
+        if self._versions_ready or self._versions_exist():
+            self._versions_ready = True
             return
         with store_errors(f"create collection {self.versions_name}"):
             try:
@@ -101,6 +106,7 @@ class Versions(Inventory):
             except Exception:
                 if not self._versions_exist():  # else another process created it first: fine
                     raise
+        self._versions_ready = True
 
     def _chunk_collections_left(self) -> list[str]:
         with store_errors("list collections"):
@@ -113,3 +119,4 @@ class Versions(Inventory):
             return
         with store_errors(f"delete collection {self.versions_name}"):
             self.client.collections.delete(self.versions_name)
+        self._versions_ready = False

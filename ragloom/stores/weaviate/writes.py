@@ -82,7 +82,9 @@ class Writes(Versions):
         if not chunks:
             return WriteResult()
         name = self.collection_name(strategy)
-        if not self.exists(strategy):
+        # checked once per store (its schema is cached from then on): in a cluster every schema read asks the
+        # Raft leader, and a batch write should not wait on one
+        if name not in self._known_properties and not self.exists(strategy):
             raise StoreError(f"collection {name} does not exist: call ensure_collection first")
         rows = [object_properties(c) for c in chunks]
         self._ensure_meta_properties(name, chunks, rows)
