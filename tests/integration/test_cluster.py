@@ -277,7 +277,9 @@ def test_weaviate_node_killed_mid_sync(profile):
     from ragloom.indexing.vectors import sync_vectors
     from ragloom.stores.weaviate import WeaviateStore
 
-    s = dataclasses.replace(_cluster_settings(profile), collection_prefix=f"Kill{uuid.uuid4().hex[:8]}")
+    # a write that waits on the replica killed under it times out after 10 s and is re-sent (an upsert)
+    s = dataclasses.replace(_cluster_settings(profile), collection_prefix=f"Kill{uuid.uuid4().hex[:8]}",
+                            weaviate_write_timeout_seconds=10.0)
     assert s.weaviate_replication_factor == 3
     chunks = _musique_chunks(300)
     expected = len({c.chunk_id for c in chunks})
