@@ -282,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ragloom.stack.process import default_interrupts
+
+    default_interrupts()  # the servers `stack up` starts must stop on SIGTERM, even from a background job
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -10,6 +10,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # run from a background job, the servers the tests start (Dagster's among them) would ignore SIGTERM
+    from ragloom.stack.process import default_interrupts
+
+    default_interrupts()
+
+
 def _chunker_registrar() -> Iterator[Callable[[str, type], type]]:
     """register(name, cls) for the duration of a fixture; the registry is restored afterwards, so a test's chunker
     never shows up in another test's list of registered chunkers."""

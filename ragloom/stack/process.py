@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -13,6 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragloom.errors import StackError
+
+
+def default_interrupts() -> None:
+    """Undo an inherited "ignore SIGINT", what a shell gives a background job (a CI step, ``cmd &``).
+
+    SIG_IGN passes through exec to every process we start, and Dagster points SIGTERM at whatever SIGINT does:
+    a code server or webserver started that way ignores SIGTERM too, and stopping it waits out the SIGKILL
+    deadline (60 s for the cluster's code server). A handler, unlike SIG_IGN, is reset to the default on exec,
+    so with Python's own handler here the children start with the default. Call it where a process starts
+    (the CLI, the test session); in any thread but the main one it does nothing."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
