@@ -3,7 +3,8 @@
     python benchmarks/adaptive_routing.py --prefix AdaptScifact [--queries 100] [--router-model PATH]
 
 Needs an already-ingested collection (e.g. one a `ragloom eval --namespace AdaptScifact` run left). Per
-query: the whole route stage (two 10-candidate lane queries + features + the router's decision), the
+query: the whole route stage (two 10-candidate lane queries + features + the router's decision; the rules read
+the query's form only, so for them no lane query), the
 decision alone (features + router on lane results already fetched), and the baseline (a dense search with
 the same defaults). Prints medians and p95 in ms and route/baseline ratios. ADR-003's target: p95 <= 10 ms
 for the decision without an LLM.
@@ -56,7 +57,8 @@ def main() -> None:
             dense.search(q, k=10)
             base_ms.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            vector = query_features(rag.context, "recursive", q)
+            # as the adaptive strategy does: lane queries only for a router that reads their signals
+            vector = query_features(rag.context, "recursive", q) if router.reads_signals else features(q, [], [])
             router.route(q, vector, chain)
             route_ms.append((time.perf_counter() - t) * 1000)
             req = SearchRequest(query=q, k=SIGNAL_K, scope=Scope.from_path(None), filters=None, chunking="recursive",
@@ -71,7 +73,7 @@ def main() -> None:
 
     print(f"{len(queries)} SciFact queries, router {router.kind}, collection {args.prefix}Recursive")
     print(line("baseline: dense search (k=10)", base_ms))
-    print(line("route stage (2 lanes + decide)", route_ms))
+    print(line("route stage (2 lanes + decide)" if router.reads_signals else "route stage (decide)", route_ms))
     print(line("decision only (features + model)", decide_ms))
     print(f"route stage / baseline, medians: {np.median(route_ms) / np.median(base_ms):.2f}")
 

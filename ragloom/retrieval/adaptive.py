@@ -27,7 +27,7 @@ from ragloom.retrieval.base import (
     strategy_class,
 )
 from ragloom.retrieval.options import Option
-from ragloom.routing.features import SIGNAL_K, named
+from ragloom.routing.features import FORM_NAMES, SIGNAL_K, named
 from ragloom.routing.features import features as route_features
 from ragloom.routing.quality import assess, weak_reasons
 from ragloom.routing.router import LearnedRouter, LLMRouter, RouterError, RuleRouter
@@ -98,8 +98,9 @@ class AdaptiveRetriever(Retriever):
         chain = check_chain(options["chain"])
         started = time.perf_counter()
         with request.stage("route"):
-            vector = signals(request, self.chunking)
             router, note = self.router(options["router"], options["router_model"])
+            # the lane queries' signals only for a router that reads them (the rules and the LLM do not)
+            vector = signals(request, self.chunking) if router.reads_signals else route_features(request.query, [], [])
             try:
                 strategy, why = router.route(request.query, vector, chain)
             except RagloomError as e:  # an LLM that fails or answers outside the chain: the rules decide
@@ -107,7 +108,8 @@ class AdaptiveRetriever(Retriever):
                 router = RuleRouter()
                 strategy, why = router.route(request.query, vector, chain)
         route = {"router": router.kind, "strategy": strategy, "why": why, "note": note or None,
-                 "ms": round((time.perf_counter() - started) * 1000, 2), "features": named(vector)}
+                 "ms": round((time.perf_counter() - started) * 1000, 2),
+                 "features": {k: v for k, v in named(vector).items() if router.reads_signals or k in FORM_NAMES}}
         tries: list[dict[str, Any]] = []
         results: list[list[RetrievedItem]] = []
         tried: list[str] = []

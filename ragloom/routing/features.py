@@ -25,9 +25,12 @@ STOPWORDS = frozenset(
     "these those it its as into than then there their they them he she his her we our you your i me my "
     "about over under between during after before".split())
 
-FEATURE_NAMES = (
+FORM_NAMES = (  # from the query's text alone (all the rules read)
     "tokens", "chars_per_token", "question_mark", *(f"wh_{w}" for w in WH_WORDS), "starts_aux", "digits",
     "codes", "capitalized", "content_terms",
+)
+FEATURE_NAMES = (
+    *FORM_NAMES,
     "dense_top1", "dense_margin", "dense_spread", "bm25_top1_log", "bm25_margin_rel", "agreement_jaccard",
     "top1_agree", "dense_docs", "bm25_docs",
 )

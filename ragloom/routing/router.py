@@ -47,6 +47,7 @@ class RuleRouter:
     candidate is skipped. (Dev-set figures for these rules and the ones they replaced: README, adaptive.)"""
 
     kind = "rules"
+    reads_signals = False  # the query's form only: the route stage runs no lane query for it
 
     def route(self, query: str, features: np.ndarray, candidates: Sequence[str]) -> tuple[str, str]:
         def pick(name: str, why: str) -> tuple[str, str] | None:
@@ -73,6 +74,7 @@ class LearnedRouter:
     strategies: list[str]
     card: dict[str, Any] = field(default_factory=dict)
     kind: str = "learned"
+    reads_signals: bool = True
 
     def predict_one(self, features: np.ndarray) -> np.ndarray:
         """The model's prediction for one row. A tree ensemble is walked here (its arrays, no per-call checks):
@@ -144,6 +146,7 @@ class LLMRouter:
     """ADR-003's single selector: the model gets each candidate's one-line summary and names one."""
 
     kind = "llm"
+    reads_signals = False
 
     def __init__(self, client: Any, summaries: Mapping[str, str]) -> None:
         self.client = client

@@ -19,6 +19,7 @@ from ragloom.indexing.vectors import sync_vectors
 from ragloom.parsing import parse_sources
 from ragloom.retrieval.adaptive import query_features
 from ragloom.routing import FEATURE_NAMES, LearnedRouter
+from ragloom.routing.features import FORM_NAMES
 from ragloom.routing.train import make_model
 from ragloom.settings import SAMPLE_CORPUS
 from ragloom.stores.embedding_cache import EmbeddingCache
@@ -54,7 +55,8 @@ def test_strong_query_is_not_retried_and_rules_route_without_a_model(rag, tmp_pa
     assert len(info["tries"]) == 1 and not info["retried"] and info["tries"][0]["weak"] == []
     assert info["used"] == info["route"]["strategy"]
     assert result.items and "halifax" in result.items[0].document_id.lower() + result.items[0].text.lower()
-    assert set(info["route"]["features"]) == set(FEATURE_NAMES)
+    # the rules read the query's form only: the route stage fetched no lane signals for them
+    assert set(info["route"]["features"]) == set(FORM_NAMES)
     assert "route" in result.metadata["timings_ms"]
 
 
@@ -92,6 +94,7 @@ def test_a_trained_router_routes_queries(rag, tmp_path):
     result = rag.query("Who leads Field Operations?", strategy="adaptive", k=5, router="learned",
                        router_model=str(path), rerank=False)
     assert _adaptive(result)["route"]["router"] == "learned" and _adaptive(result)["route"]["strategy"] == "bm25"
+    assert set(_adaptive(result)["route"]["features"]) == set(FEATURE_NAMES)  # the model reads the lane signals
     with pytest.raises(RetrievalError, match="missing"):
         rag.query("x", strategy="adaptive", router="learned", router_model=str(tmp_path / "absent.pkl"))
 
