@@ -31,6 +31,7 @@ class RouterError(RagloomError):
 
 class Router(Protocol):
     kind: str
+    reads_signals: bool  # whether ``route`` reads the lane signals (else only the query's form is computed)
 
     def route(self, query: str, features: np.ndarray, candidates: Sequence[str]) -> tuple[str, str]:
         """(the chosen strategy, one of ``candidates``; why)."""
