@@ -4,7 +4,7 @@ lost-in-the-middle reordering, and context assembly under a token budget with nu
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -76,23 +76,21 @@ def neighbour_boost(items: Sequence[RetrievedItem], weight: float, scope: str = 
         return list(items)
     if scope not in NEIGHBOUR_SCOPES:
         raise RetrievalError(f"neighbour_scope={scope!r}: one of {', '.join(NEIGHBOUR_SCOPES)}")
+    keys = [neighbour_key(item, scope) for item in items]
     at: dict[tuple, float] = {}
-    for item in items:
-        key = neighbour_key(item, scope)
+    for item, key in zip(items, keys, strict=True):
         if key is not None:
             at.setdefault((*key, int(item.metadata["position"])), item.score)
     boosted: list[RetrievedItem] = []
-    for item in items:
-        key = neighbour_key(item, scope)
+    for item, key in zip(items, keys, strict=True):
         bonus = 0.0
         if key is not None:
             position = int(item.metadata["position"])
             found = [at[k] for k in ((*key, position - 1), (*key, position + 1)) if k in at]
             bonus = weight * sum(found) / len(found) if found else 0.0
-        copy = RetrievedItem(chunk_id=item.chunk_id, document_id=item.document_id, text=item.text,
-                             score=item.score + bonus, rank=item.rank, heading_path=list(item.heading_path),
-                             lane_scores=dict(item.lane_scores), metadata={**item.metadata, "neighbour_bonus": bonus})
-        boosted.append(copy)
+        boosted.append(replace(item, score=item.score + bonus, heading_path=list(item.heading_path),
+                               lane_scores=dict(item.lane_scores),
+                               metadata={**item.metadata, "neighbour_bonus": bonus}))
     return sorted(boosted, key=lambda i: (-i.score, i.chunk_id))
 
 
