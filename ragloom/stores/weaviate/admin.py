@@ -80,8 +80,7 @@ class Admin(Versions):
 
     def drop_collections(self) -> list[str]:
         """Delete every collection whose name starts with this store's prefix; returns their names."""
-        with store_errors("list collections"):
-            names = [n for n in self.client.collections.list_all(simple=True) if n.startswith(self.prefix)]
+        names = self.prefixed_collections()
         for name in names:
             with store_errors(f"delete collection {name}"):
                 self.client.collections.delete(name)

@@ -74,6 +74,11 @@ class Inventory:
         level = self.write_consistency if write else self.read_consistency
         return self.client.collections.use(name).with_consistency_level(ConsistencyLevel[level])
 
+    def prefixed_collections(self) -> list[str]:
+        """Every collection whose name starts with this store's prefix (chunk collections and the versions)."""
+        with store_errors("list collections"):
+            return [n for n in self.client.collections.list_all(simple=True) if n.startswith(self.prefix)]
+
     def exists(self, strategy: str) -> bool:
         with store_errors("exists"):
             return bool(self.client.collections.exists(self.collection_name(strategy)))

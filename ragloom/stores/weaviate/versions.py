@@ -108,14 +108,9 @@ class Versions(Inventory):
                     raise
         self._versions_ready = True
 
-    def _chunk_collections_left(self) -> list[str]:
-        with store_errors("list collections"):
-            return [n for n in self.client.collections.list_all(simple=True)
-                    if n.startswith(self.prefix) and n != self.versions_name]
-
     def _drop_versions_if_alone(self) -> None:
         """Drop the versions collection once no chunk collection under the prefix is left to stamp."""
-        if self._chunk_collections_left() or not self._versions_exist():
+        if set(self.prefixed_collections()) != {self.versions_name}:  # chunk collections left, or no versions
             return
         with store_errors(f"delete collection {self.versions_name}"):
             self.client.collections.delete(self.versions_name)
