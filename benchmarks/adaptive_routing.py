@@ -58,7 +58,7 @@ def main() -> None:
             base_ms.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
             # as the adaptive strategy does: lane queries only for a router that reads their signals
-            vector = query_features(rag.context, "recursive", q) if router.reads_signals else features(q, [], [])
+            vector = query_features(rag.context, "recursive", q, with_lanes=router.reads_signals)
             router.route(q, vector, chain)
             route_ms.append((time.perf_counter() - t) * 1000)
             req = SearchRequest(query=q, k=SIGNAL_K, scope=Scope.from_path(None), filters=None, chunking="recursive",

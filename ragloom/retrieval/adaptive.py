@@ -100,7 +100,7 @@ class AdaptiveRetriever(Retriever):
         with request.stage("route"):
             router, note = self.router(options["router"], options["router_model"])
             # the lane queries' signals only for a router that reads them (the rules and the LLM do not)
-            vector = signals(request, self.chunking) if router.reads_signals else route_features(request.query, [], [])
+            vector = signals(request, self.chunking, with_lanes=router.reads_signals)
             try:
                 strategy, why = router.route(request.query, vector, chain)
             except RagloomError as e:  # an LLM that fails or answers outside the chain: the rules decide
@@ -157,20 +157,24 @@ class AdaptiveRetriever(Retriever):
         return items, ""
 
 
-def signals(request: SearchRequest, chunking: str) -> Any:
-    """The routing features of the request's query: its form, and one dense and one BM25 lane query."""
+def signals(request: SearchRequest, chunking: str, with_lanes: bool = True) -> Any:
+    """The routing features of the request's query: its form, and one dense and one BM25 lane query (without
+    ``with_lanes``, the form alone: the lane signals are left at zero)."""
+    if not with_lanes:
+        return route_features(request.query, [], [])
     dense = lanes.dense(request, chunking, SIGNAL_K)
     bm25 = lanes.bm25(request, chunking, SIGNAL_K)
     return route_features(request.query, dense, bm25)
 
 
-def query_features(context: Any, chunking: str, query: str) -> Any:
-    """``signals`` outside a search (router training), with the default scope and no filters."""
+def query_features(context: Any, chunking: str, query: str, with_lanes: bool = True) -> Any:
+    """``signals`` outside a search (router training, the routing benchmark), with the default scope and no
+    filters."""
     from ragloom.types import Scope
 
     request = SearchRequest(query=query, k=SIGNAL_K, scope=Scope.from_path(None), filters=None,
                             chunking=chunking, context=context, fetch_k=SIGNAL_K, include_vectors=False)
-    return signals(request, chunking)
+    return signals(request, chunking, with_lanes)
 
 
 def _documents(items: list[RetrievedItem], n: int) -> list[str]:
