@@ -35,7 +35,8 @@ QUERY_VECTOR_CACHE = 1024  # query embeddings kept per context (LRU): repeated q
 POSTPROCESS_OPTIONS: dict[str, Option] = {
     "dedup": Option(True, help="drop items whose vector has cosine >= dedup_threshold with a better-ranked item"),
     "dedup_threshold": Option(pp.DEFAULT_DEDUP_THRESHOLD, min=0.0, max=1.0, exclusive_min=True,
-                              help="cosine at which two items count as near-duplicates"),
+                              help="cosine at which two items count as copies (distinct parallel passages "
+                              "reach 0.97)"),
     "abstain": Option(True, help="return no items when the best dense cosine is below abstain_floor"),
     "abstain_floor": Option(pp.DEFAULT_ABSTAIN_FLOOR, min=-1.0, max=1.0,
                             help="the sufficiency floor on the best item's cosine to the query"),
