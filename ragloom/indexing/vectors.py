@@ -32,12 +32,13 @@ class VectorSyncReport(SyncReport):
     write_seconds: float = 0.0  # all Weaviate write time (overlapped with embedding)
     collection_size: int = 0
     expired_swept: int = 0  # injected items past their TTL, deleted by this sync (the nightly job's sweep)
+    reindexed: int = 0  # stored chunks whose vectors were missing from the vector index, re-indexed
 
     derived = ("chunks_per_second",)
 
     @property
     def changed(self) -> bool:
-        return bool(self.inserted or self.deleted)
+        return bool(self.inserted or self.deleted or self.reindexed)
 
     @property
     def chunks_per_second(self) -> float:
@@ -73,7 +74,8 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
         store.drop_collection(strategy)
         report.recreated = True
     store.ensure_collection(strategy, embedder.dimension, model_id=embedder.model_id)
-    todo = plan(current, _ingested(store.chunk_index(strategy)))
+    stored = store.chunk_index(strategy)
+    todo = plan(current, _ingested(stored))
     report.unchanged = todo.unchanged
     log(f"{strategy}: {len(current)} current chunks, {len(todo.new)} new, {report.unchanged} unchanged, "
         f"{len(todo.stale)} to delete")
@@ -105,6 +107,12 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     if todo.stale:
         report.deleted = store.delete_chunks(strategy, todo.stale)
         log(f"{strategy}: deleted {report.deleted} chunks no longer current")
+    # Unchanged chunks are never rewritten, so one whose vector a failed write left out of the vector index
+    # (Writes.repair_vector_index) would stay invisible to dense search for good: re-index it from its stored
+    # vector. After the writes, so that one this run's retries left out is healed now too.
+    report.reindexed = store.repair_vector_index(strategy, [*current, *stored])
+    if report.reindexed:
+        log(f"{strategy}: re-indexed {report.reindexed} stored chunks missing from the vector index")
     report.expired_swept = sweep_expired(store, [strategy])
     if report.expired_swept:
         log(f"{strategy}: swept {report.expired_swept} expired injected items")

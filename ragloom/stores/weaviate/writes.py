@@ -12,6 +12,7 @@ import numpy as np
 from ragloom.errors import StoreError
 from ragloom.filters import META_PREFIX
 from ragloom.stores.weaviate.errors import is_weaviate_failure, store_errors
+from ragloom.stores.weaviate.inventory import ITERATOR_PAGE, default_vector
 from ragloom.stores.weaviate.schema import coerce, infer_type, meta_property, object_properties, widen
 from ragloom.stores.weaviate.versions import Versions
 from ragloom.types import Chunk
@@ -19,6 +20,9 @@ from ragloom.types import Chunk
 INSERT_BATCH = 512  # objects per gRPC insert_many request
 DELETE_BATCH = 1000  # ids per delete_many filter (below the server's QUERY_MAXIMUM_RESULTS)
 RETRY_DELAYS = (0.25, 0.5, 1.0)  # backoff between retries of failed objects; bounded
+# ids per vector-index membership query: far below the collections' flatSearchCutoff (Weaviate's default 40000),
+# so Weaviate answers it by brute force over exactly these objects' indexed vectors
+INDEX_CHECK_BATCH = 1000
 
 
 class _RequestFailed(Exception):
@@ -123,6 +127,101 @@ class Writes(Versions):
             self.bump_version(strategy)
         return result
 
+    def repair_vector_index(self, strategy: str, chunk_ids: Iterable[str] | None = None) -> int:
+        """Re-index the stored objects whose vectors are missing from the collection's vector index; returns how
+        many. ``chunk_ids``: check only these (default: every object). StoreError if one stays unindexed.
+
+        Weaviate 1.39 writes an object in steps (object, inverted index, vector index); a write that fails midway
+        (its shard turned read-only by a concurrent collection config update, a cancelled request, a crash that
+        cut the vector index's log) leaves the object stored and searchable by filters and BM25, yet never
+        returned by a vector search, and rewriting it unchanged does not help: Weaviate skips the vector index
+        for an object whose vector did not change. ``sync_vectors`` calls this on every run, since it never
+        rewrites chunks it already holds."""
+        from weaviate.classes.query import Filter
+        from weaviate.util import generate_uuid5
+
+        if not self.exists(strategy):
+            return 0
+        name = self.collection_name(strategy)
+        collection = self._collection(strategy, write=True)
+        if chunk_ids is None:
+            with store_errors(f"iterate {name}"):
+                ids = [str(o.uuid) for o in collection.iterator(return_properties=[], cache_size=ITERATOR_PAGE)]
+        else:
+            ids = [str(generate_uuid5(c)) for c in dict.fromkeys(chunk_ids)]
+        dimension = self.vector_dimension(strategy)
+        if not ids or dimension is None or not self._indexing_settled(name, collection):
+            return 0
+        missing = self._unindexed(name, collection, ids, dimension)
+        objects: list[Any] = []
+        for begin in range(0, len(missing), INDEX_CHECK_BATCH):
+            part = missing[begin:begin + INDEX_CHECK_BATCH]
+            with store_errors(f"read unindexed objects of {name}"):
+                res = collection.query.fetch_objects(filters=Filter.by_id().contains_any(part), limit=len(part),
+                                                     include_vector=True)
+            objects.extend(_as_data_object(o) for o in res.objects if default_vector(o.vector))
+        if not objects:
+            return 0
+        errors = self._reindex(name, collection, objects)
+        if errors:
+            raise StoreError(failure_message(name, errors))
+        self.bump_version(strategy)
+        return len(objects)
+
+    @staticmethod
+    def _indexing_settled(name: str, collection: Any) -> bool:
+        """No vectors wait in a shard's indexing queue (servers with ASYNC_INDEXING): only then does a vector
+        missing from the index mean a lost one rather than one not indexed yet."""
+        with store_errors(f"read the shards of {name}"):
+            return all(not shard.vector_queue_size for shard in collection.config.get_shards())
+
+    def _unindexed(self, name: str, collection: Any, ids: list[str], dimension: int) -> list[str]:
+        """The ids whose objects no vector search can return (absent or not in the vector index)."""
+        from weaviate.classes.query import Filter
+
+        probe = [1.0] * dimension  # any non-zero vector: every object allowed by the filter is ranked
+        found: set[str] = set()
+        for begin in range(0, len(ids), INDEX_CHECK_BATCH):
+            part = ids[begin:begin + INDEX_CHECK_BATCH]
+            with store_errors(f"check the vector index of {name}"):
+                res = collection.query.near_vector(near_vector=probe, limit=len(part),
+                                                   filters=Filter.by_id().contains_any(part), return_properties=[])
+            found.update(str(o.uuid) for o in res.objects)
+        return [i for i in ids if i not in found]
+
+    def _reindex(self, name: str, collection: Any, objects: list[Any]) -> dict[str, str]:
+        """Put these stored objects (missing from the vector index) into it; returns uuid -> error for those
+        that still are not after bounded retries.
+
+        Each is written with its vector doubled (a changed vector: Weaviate gives the object a new doc id and
+        indexes it; cosine ranks it as before), then with its own vector again (changed again: indexed again).
+        The object stays stored and findable throughout."""
+        from weaviate.classes.data import DataObject
+
+        by_id = {str(o.uuid): o for o in objects}
+        dimension = len(objects[0].vector)
+        todo = list(by_id)
+        errors: dict[str, str] = {}
+        for attempt in range(len(RETRY_DELAYS) + 1):
+            if attempt:
+                time.sleep(RETRY_DELAYS[attempt - 1])
+            errors = {}
+            for scale in (2.0, 1.0):
+                batch = [DataObject(properties=by_id[u].properties, uuid=u,
+                                    vector=[scale * x for x in by_id[u].vector]) for u in todo]
+                for begin in range(0, len(batch), INSERT_BATCH):
+                    part = todo[begin:begin + INSERT_BATCH]
+                    try:
+                        failed = self._insert(collection, batch[begin:begin + INSERT_BATCH], list(range(len(part))))
+                    except _RequestFailed as e:
+                        failed = dict.fromkeys(range(len(part)), str(e))
+                    errors.update({part[i]: msg for i, msg in failed.items()})
+            rewritten = [u for u in todo if u not in errors]  # a failed one may hold its doubled vector: again
+            todo = [u for u in todo if u in errors] + self._unindexed(name, collection, rewritten, dimension)
+            if not todo:
+                return {}
+        return {u: errors.get(u, "stored, but Weaviate did not index its vector") for u in todo}
+
     @staticmethod
     def _insert(collection: Any, objects: list[Any], indexes: list[int]) -> dict[int, str]:
         """One insert_many; returns original index -> error message for the objects that failed."""
@@ -203,3 +302,11 @@ class Writes(Versions):
         if deleted:
             self.bump_version(strategy)
         return deleted
+
+
+def _as_data_object(obj: Any) -> Any:
+    """A fetched object as the ``DataObject`` that writes it back unchanged (properties, vector, uuid)."""
+    from weaviate.classes.data import DataObject
+
+    properties = {k: v for k, v in obj.properties.items() if v is not None}
+    return DataObject(properties=properties, uuid=obj.uuid, vector=[float(x) for x in default_vector(obj.vector)])

@@ -1,0 +1,130 @@
+"""Objects stored without their vector in Weaviate's vector index: how they arise, and that ragloom heals them.
+
+Weaviate 1.39 marks a collection's shards read-only for a moment on every collection config update. A batch
+write that meets that moment midway leaves some objects stored (findable by filters) but missing from the vector
+index, and a rewrite of the same object is skipped by Weaviate as unchanged. Here a thread keeps updating the
+collection's config (to the values it already has) while objects are written, as ragloom's own version stamps
+once did on every write.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+from weaviate.classes.config import Reconfigure
+from weaviate.classes.data import DataObject
+from weaviate.classes.query import Filter
+from weaviate.util import generate_uuid5
+
+from ragloom.embedding import Embedder
+from ragloom.indexing.vectors import sync_vectors
+from ragloom.stores.weaviate import WeaviateStore
+from ragloom.stores.weaviate.schema import object_properties
+from ragloom.types import Chunk
+
+STRATEGY = "recursive"
+DIM = 16
+DAMAGE_SECONDS = 60  # upper bound; damage typically shows within a few seconds of writes
+
+
+class _TableEmbedder(Embedder):
+    """Fixed vectors by text (the tests know every vector; sync_vectors embeds nothing here anyway)."""
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self.vectors = vectors
+        self.model_id, self.dimension, self.max_tokens = "table-16", DIM, 512
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return np.array([self.vectors[t] for t in texts], dtype=np.float32)
+
+
+def _chunks(start: int, n: int) -> list[Chunk]:
+    return [Chunk(chunk_id=f"chunk-{i}", document_id=f"doc-{i % 7}", strategy=STRATEGY, text=f"text {i} of doc",
+                  start=0, end=10, token_count=4, position=i, heading_path=["Part", f"Section {i % 3}"])
+            for i in range(start, start + n)]
+
+
+def _vectors(chunks: list[Chunk], seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((len(chunks), DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _unsearchable(store: WeaviateStore, chunk_ids: list[str]) -> set[str]:
+    """Stored chunks no vector search returns (an id-filtered search ranks every indexed object it allows)."""
+    collection = store.client.collections.use(store.collection_name(STRATEGY))
+    uuids = {str(generate_uuid5(c)): c for c in chunk_ids}
+    stored = {str(o.uuid) for o in collection.query.fetch_objects(
+        filters=Filter.by_id().contains_any(list(uuids)), limit=len(uuids), return_properties=[]).objects}
+    found = {str(o.uuid) for o in collection.query.near_vector(
+        near_vector=[1.0] * DIM, limit=len(uuids), filters=Filter.by_id().contains_any(list(uuids)),
+        return_properties=[]).objects}
+    return {uuids[u] for u in stored - found}
+
+
+@contextmanager
+def _config_churn(store: WeaviateStore) -> Iterator[None]:
+    """Keep updating the collection's BM25 config to the values it has (each update makes the shards read-only
+    for a moment in Weaviate 1.39)."""
+    config = store.client.collections.use(store.collection_name(STRATEGY)).config
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            config.update(inverted_index_config=Reconfigure.inverted_index(bm25_k1=store.bm25_k1, bm25_b=store.bm25_b))
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def _damaged_collection(store: WeaviateStore, embedder: _TableEmbedder) -> tuple[list[Chunk], set[str]]:
+    """Write chunks in plain batches under config churn (no retries) until some are stored but unindexed."""
+    store.ensure_collection(STRATEGY, DIM, model_id=embedder.model_id)
+    collection = store.client.collections.use(store.collection_name(STRATEGY))
+    written: list[Chunk] = []
+    damaged: set[str] = set()
+    started = time.monotonic()
+    with _config_churn(store):
+        while not damaged and time.monotonic() - started < DAMAGE_SECONDS:
+            chunks = _chunks(len(written), 100)
+            vectors = _vectors(chunks, seed=len(written))
+            embedder.vectors.update({c.embed_text: v for c, v in zip(chunks, vectors, strict=True)})
+            collection.data.insert_many([DataObject(properties=object_properties(c), uuid=generate_uuid5(c.chunk_id),
+                                                    vector=v.tolist()) for c, v in zip(chunks, vectors, strict=True)])
+            written += chunks
+            damaged = _unsearchable(store, [c.chunk_id for c in chunks])
+    assert damaged, f"no object was left out of the vector index in {DAMAGE_SECONDS} s of writes under churn"
+    stored = set(store.chunk_index(STRATEGY))
+    return [c for c in written if c.chunk_id in stored], damaged
+
+
+def test_sync_reindexes_stored_chunks_missing_from_the_vector_index(weaviate_store_factory):
+    store = weaviate_store_factory()
+    embedder = _TableEmbedder({})
+    chunks, damaged = _damaged_collection(store, embedder)
+    collection = store.client.collections.use(store.collection_name(STRATEGY))
+    for chunk_id in damaged:  # stored, found by filters, yet invisible to dense search
+        assert collection.query.fetch_objects(filters=Filter.by_property("chunk_id").equal(chunk_id)).objects
+        assert chunk_id not in {i.chunk_id for i in store.near_vector(STRATEGY, embedder.vectors[
+            next(c.embed_text for c in chunks if c.chunk_id == chunk_id)], k=5)}
+
+    report = sync_vectors(store, embedder, STRATEGY, chunks)
+
+    assert report.reindexed == len(damaged) and report.inserted == 0 and report.deleted == 0
+    assert not _unsearchable(store, [c.chunk_id for c in chunks])
+    for chunk in chunks:
+        if chunk.chunk_id in damaged:  # its own vector finds it first, and the stored vector is the one written
+            top = store.near_vector(STRATEGY, embedder.vectors[chunk.embed_text], k=1, include_vectors=True)[0]
+            assert top.chunk_id == chunk.chunk_id
+            stored = np.array(top.metadata["vector"], dtype=np.float32)
+            assert np.array_equal(stored, embedder.vectors[chunk.embed_text])
+    assert sync_vectors(store, embedder, STRATEGY, chunks).reindexed == 0
+
