@@ -74,8 +74,7 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
         store.drop_collection(strategy)
         report.recreated = True
     store.ensure_collection(strategy, embedder.dimension, model_id=embedder.model_id)
-    stored = store.chunk_index(strategy)
-    todo = plan(current, _ingested(stored))
+    todo = plan(current, _ingested(store.chunk_index(strategy)))
     report.unchanged = todo.unchanged
     log(f"{strategy}: {len(current)} current chunks, {len(todo.new)} new, {report.unchanged} unchanged, "
         f"{len(todo.stale)} to delete")
@@ -110,7 +109,7 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     # Unchanged chunks are never rewritten, so one whose vector a failed write left out of the vector index
     # (Writes.repair_vector_index) would stay invisible to dense search for good: re-index it from its stored
     # vector. After the writes, so that one this run's retries left out is healed now too.
-    report.reindexed = store.repair_vector_index(strategy, [*current, *stored])
+    report.reindexed = store.repair_vector_index(strategy)
     if report.reindexed:
         log(f"{strategy}: re-indexed {report.reindexed} stored chunks missing from the vector index")
     report.expired_swept = sweep_expired(store, [strategy])

@@ -127,39 +127,36 @@ class Writes(Versions):
             self.bump_version(strategy)
         return result
 
-    def repair_vector_index(self, strategy: str, chunk_ids: Iterable[str] | None = None) -> int:
-        """Re-index the stored objects whose vectors are missing from the collection's vector index; returns how
-        many. ``chunk_ids``: check only these (default: every object). StoreError if one stays unindexed.
+    def repair_vector_index(self, strategy: str) -> int:
+        """Re-index the stored objects that a filtered vector search cannot return; returns how many.
+        StoreError if one stays out after bounded retries.
 
-        Weaviate 1.39 writes an object in steps (object, inverted index, vector index); a write that fails midway
-        (its shard turned read-only by a concurrent collection config update, a cancelled request, a crash that
-        cut the vector index's log) leaves the object stored and searchable by filters and BM25, yet never
-        returned by a vector search, and rewriting it unchanged does not help: Weaviate skips the vector index
-        for an object whose vector did not change. ``sync_vectors`` calls this on every run, since it never
-        rewrites chunks it already holds."""
-        from weaviate.classes.query import Filter
-        from weaviate.util import generate_uuid5
-
+        Weaviate 1.39 writes an object in steps (object store, inverted indexes, vector index); a write that
+        fails midway (its shard turned read-only by a concurrent collection config update, a cancelled request,
+        a crash that cut the vector index's log) leaves the object stored but never returned by a vector search
+        (some also miss from the inverted indexes, so filters, the scope filter of every query included, skip
+        them), and rewriting it unchanged does not help: Weaviate skips the indexes for an object whose vector
+        did not change. ``sync_vectors`` calls this on every run, since it never rewrites chunks it holds."""
         if not self.exists(strategy):
             return 0
         name = self.collection_name(strategy)
         collection = self._collection(strategy, write=True)
-        if chunk_ids is None:
-            with store_errors(f"iterate {name}"):
-                ids = [str(o.uuid) for o in collection.iterator(return_properties=[], cache_size=ITERATOR_PAGE)]
-        else:
-            ids = [str(generate_uuid5(c)) for c in dict.fromkeys(chunk_ids)]
+        with store_errors(f"iterate {name}"):  # the cursor reads the object store itself, not an index
+            ids = [str(o.uuid) for o in collection.iterator(return_properties=[], cache_size=ITERATOR_PAGE)]
         dimension = self.vector_dimension(strategy)
         if not ids or dimension is None or not self._indexing_settled(name, collection):
             return 0
-        missing = self._unindexed(name, collection, ids, dimension)
+        missing = set(self._unindexed(name, collection, ids, dimension))
         objects: list[Any] = []
-        for begin in range(0, len(missing), INDEX_CHECK_BATCH):
-            part = missing[begin:begin + INDEX_CHECK_BATCH]
-            with store_errors(f"read unindexed objects of {name}"):
-                res = collection.query.fetch_objects(filters=Filter.by_id().contains_any(part), limit=len(part),
-                                                     include_vector=True)
-            objects.extend(_as_data_object(o) for o in res.objects if default_vector(o.vector))
+        if missing:
+            # read through the cursor too: a lookup by id goes through the inverted index of ids, which the
+            # failed write may not have reached
+            with store_errors(f"read the unindexed objects of {name}"):
+                for obj in collection.iterator(include_vector=True, cache_size=ITERATOR_PAGE):
+                    if str(obj.uuid) in missing and default_vector(obj.vector):
+                        objects.append(_as_data_object(obj))
+                        if len(objects) == len(missing):
+                            break
         if not objects:
             return 0
         errors = self._reindex(name, collection, objects)
@@ -176,7 +173,8 @@ class Writes(Versions):
             return all(not shard.vector_queue_size for shard in collection.config.get_shards())
 
     def _unindexed(self, name: str, collection: Any, ids: list[str], dimension: int) -> list[str]:
-        """The ids whose objects no vector search can return (absent or not in the vector index)."""
+        """The ids whose objects a filtered vector search cannot return: absent, not in the vector index, or not
+        in the inverted index of ids (a write that failed before the vector index may have failed there too)."""
         from weaviate.classes.query import Filter
 
         probe = [1.0] * dimension  # any non-zero vector: every object allowed by the filter is ranked
@@ -194,8 +192,8 @@ class Writes(Versions):
         that still are not after bounded retries.
 
         Each is written with its vector doubled (a changed vector: Weaviate gives the object a new doc id and
-        indexes it; cosine ranks it as before), then with its own vector again (changed again: indexed again).
-        The object stays stored and findable throughout."""
+        indexes it, vector and properties; cosine ranks it as before), then with its own vector again (changed
+        again: indexed again). The object stays stored throughout."""
         from weaviate.classes.data import DataObject
 
         by_id = {str(o.uuid): o for o in objects}
