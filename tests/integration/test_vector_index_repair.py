@@ -83,6 +83,10 @@ def _config_churn(store: WeaviateStore) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=30)
+        # Weaviate restores the shards to READY in the background after the last update
+        deadline = time.monotonic() + 10
+        while any(shard.status != "READY" for shard in config.get_shards()) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def _damaged_collection(store: WeaviateStore, embedder: _TableEmbedder) -> tuple[list[Chunk], set[str]]:
