@@ -9,6 +9,7 @@ once did on every write.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -18,6 +19,7 @@ import numpy as np
 from weaviate.classes.config import Reconfigure
 from weaviate.classes.data import DataObject
 from weaviate.classes.query import Filter
+from weaviate.exceptions import WeaviateInsertManyAllFailedError
 from weaviate.util import generate_uuid5
 
 from ragloom.embedding import Embedder
@@ -101,8 +103,10 @@ def _damaged_collection(store: WeaviateStore, embedder: _TableEmbedder) -> tuple
             chunks = _chunks(len(written), 100)
             vectors = _vectors(chunks, seed=len(written))
             embedder.vectors.update({c.embed_text: v for c, v in zip(chunks, vectors, strict=True)})
-            collection.data.insert_many([DataObject(properties=object_properties(c), uuid=generate_uuid5(c.chunk_id),
-                                                    vector=v.tolist()) for c, v in zip(chunks, vectors, strict=True)])
+            objects = [DataObject(properties=object_properties(c), uuid=generate_uuid5(c.chunk_id), vector=v.tolist())
+                       for c, v in zip(chunks, vectors, strict=True)]
+            with contextlib.suppress(WeaviateInsertManyAllFailedError):  # objects fail; some are stored anyway
+                collection.data.insert_many(objects)
             written += chunks
             damaged = _unsearchable(store)
     assert damaged, f"no object was left out of the vector index in {DAMAGE_SECONDS} s of writes under churn"

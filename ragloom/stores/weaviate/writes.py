@@ -144,7 +144,7 @@ class Writes(Versions):
         with store_errors(f"iterate {name}"):  # the cursor reads the object store itself, not an index
             ids = [str(o.uuid) for o in collection.iterator(return_properties=[], cache_size=ITERATOR_PAGE)]
         dimension = self.vector_dimension(strategy)
-        if not ids or dimension is None or not self._indexing_settled(name, collection):
+        if not ids or dimension is None or not self._indexing_settled(collection):
             return 0
         missing = set(self._unindexed(name, collection, ids, dimension))
         objects: list[Any] = []
@@ -166,11 +166,17 @@ class Writes(Versions):
         return len(objects)
 
     @staticmethod
-    def _indexing_settled(name: str, collection: Any) -> bool:
-        """No vectors wait in a shard's indexing queue (servers with ASYNC_INDEXING): only then does a vector
-        missing from the index mean a lost one rather than one not indexed yet."""
-        with store_errors(f"read the shards of {name}"):
-            return all(not shard.vector_queue_size for shard in collection.config.get_shards())
+    def _indexing_settled(collection: Any) -> bool:
+        """Every shard READY with no vectors waiting in its indexing queue (servers with ASYNC_INDEXING): only
+        then does a vector missing from the index mean a lost one rather than one not indexed yet. False when
+        the server cannot tell (a node down): the repair waits for the next sync rather than fail this one."""
+        try:
+            shards = collection.config.get_shards()
+        except Exception as e:
+            if is_weaviate_failure(e):
+                return False
+            raise
+        return all(shard.status == "READY" and not shard.vector_queue_size for shard in shards)
 
     def _unindexed(self, name: str, collection: Any, ids: list[str], dimension: int) -> list[str]:
         """The ids whose objects a filtered vector search cannot return: absent, not in the vector index, or not
