@@ -74,7 +74,8 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
         store.drop_collection(strategy)
         report.recreated = True
     store.ensure_collection(strategy, embedder.dimension, model_id=embedder.model_id)
-    todo = plan(current, _ingested(store.chunk_index(strategy)))
+    stored = store.chunk_index(strategy)
+    todo = plan(current, _ingested(stored))
     report.unchanged = todo.unchanged
     log(f"{strategy}: {len(current)} current chunks, {len(todo.new)} new, {report.unchanged} unchanged, "
         f"{len(todo.stale)} to delete")
@@ -109,7 +110,10 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     # Unchanged chunks are never rewritten, so one whose vector a failed write left out of the vector index
     # (Writes.repair_vector_index) would stay invisible to dense search for good: re-index it from its stored
     # vector. After the writes, so that one this run's retries left out is healed now too.
-    report.reindexed = store.repair_vector_index(strategy)
+    # What the collection holds now: what it held less what was deleted (injected items included), plus what
+    # was written; listing the collection again would cost a second pass over it.
+    kept = set(stored).difference(todo.stale)
+    report.reindexed = store.repair_vector_index(strategy, [*kept, *current])
     if report.reindexed:
         log(f"{strategy}: re-indexed {report.reindexed} stored chunks missing from the vector index")
     report.expired_swept = sweep_expired(store, [strategy])

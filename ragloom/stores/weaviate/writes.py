@@ -127,9 +127,10 @@ class Writes(Versions):
             self.bump_version(strategy)
         return result
 
-    def repair_vector_index(self, strategy: str) -> int:
+    def repair_vector_index(self, strategy: str, chunk_ids: Iterable[str] | None = None) -> int:
         """Re-index the stored objects that a filtered vector search cannot return; returns how many.
-        StoreError if one stays out after bounded retries.
+        StoreError if one stays out after bounded retries. ``chunk_ids``: check only these (a sync passes the
+        ones it read from the store and wrote, so it does not list the collection again); default every object.
 
         Weaviate 1.39 writes an object in steps (object store, inverted indexes, vector index); a write that
         fails midway (its shard turned read-only by a concurrent collection config update, a cancelled request,
@@ -141,8 +142,13 @@ class Writes(Versions):
             return 0
         name = self.collection_name(strategy)
         collection = self._collection(strategy, write=True)
-        with store_errors(f"iterate {name}"):  # the cursor reads the object store itself, not an index
-            ids = [str(o.uuid) for o in collection.iterator(return_properties=[], cache_size=ITERATOR_PAGE)]
+        if chunk_ids is None:
+            with store_errors(f"iterate {name}"):  # the cursor reads the object store itself, not an index
+                ids = [str(o.uuid) for o in collection.iterator(return_properties=[], cache_size=ITERATOR_PAGE)]
+        else:
+            from weaviate.util import generate_uuid5
+
+            ids = [str(generate_uuid5(c)) for c in dict.fromkeys(chunk_ids)]
         dimension = self.vector_dimension(strategy)
         if not ids or dimension is None or not self._indexing_settled(collection):
             return 0
