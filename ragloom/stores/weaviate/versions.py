@@ -40,9 +40,8 @@ class Versions(Inventory):
 
     def collection_version(self, strategy: str) -> str:
         """The collection's current stamp; '' when there is no collection or it was never stamped (nothing
-        written since it was created), which callers must not cache under."""
-        if not self.exists(strategy):
-            return ""
+        written since it was created), which callers must not cache under. One read: a dropped collection's
+        stamp is removed with it (``Admin.drop_collection``)."""
         try:
             with store_errors(f"read the version of {self.collection_name(strategy)}"):
                 found = self._handle(self.versions_name).query.fetch_object_by_id(self._stamp_id(strategy))
