@@ -1,7 +1,7 @@
 """Bad input, fuzzed: every file becomes a correct document or a recorded rejection and no input sinks the batch;
 hostile filters are FilterErrors naming the field; the CLI answers bad arguments with one clear line.
 
-tests/unit/test_parsing.py and tests/unit/test_filters.py hold the example-based cases; this module throws
+tests/unit/parsing/test_parsing.py and tests/unit/test_filters.py hold the example-based cases; this module throws
 volume and variety at the same code and counts what it tried.
 """
 

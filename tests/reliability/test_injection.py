@@ -3,7 +3,7 @@ sync_graph into the real Neo4j, and metadata values through Weaviate and the fil
 verbatim, and none of them changes what a query does (a sentinel namespace stays untouched).
 
 tests/integration/test_neo4j_store.py covers a fixed list of hostile values at the store level and
-tests/unit/test_cypher.py scans ragloom/ for string-built Cypher; this module generates the values
+tests/unit/stores/test_cypher.py scans ragloom/ for string-built Cypher; this module generates the values
 (hypothesis) and goes through the pipeline's own entry points.
 """
 

@@ -12,7 +12,7 @@ from ragloom.chunking import get_chunker
 from ragloom.parsing.markdown import parse_headings
 from ragloom.types import Document
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "chunking_sweep.py"
+_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "chunking_sweep.py"
 _spec = importlib.util.spec_from_file_location("_ragloom_chunking_sweep", _PATH)
 sweep = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sweep)

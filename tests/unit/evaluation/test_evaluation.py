@@ -30,7 +30,7 @@ from ragloom.evaluation.runner import hits_of, namespace_settings
 from ragloom.settings import Settings
 from ragloom.types import RetrievedItem
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
 
 
 def chunks(*document_ids: str) -> list[Hit]:

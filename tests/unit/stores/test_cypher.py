@@ -11,7 +11,7 @@ import pytest
 
 from ragloom.stores import cypher
 
-RAGLOOM = Path(__file__).resolve().parents[2] / "ragloom"
+RAGLOOM = Path(__file__).resolve().parents[3] / "ragloom"
 HOSTILE = 'x"}) DETACH DELETE n //'
 CYPHER_WORDS = re.compile(r"\b(MATCH|MERGE|CREATE|DELETE|DETACH|UNWIND)\b")
 

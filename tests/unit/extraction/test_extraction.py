@@ -26,7 +26,7 @@ from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse
 from ragloom.extraction.resolution import canonical_types, clean_surface, initials, singular, two_things, type_kind
 from ragloom.types import Chunk
 
-MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / "corpus.jsonl"
+MUSIQUE = Path(__file__).resolve().parents[4] / "shared" / "data" / "musique" / "corpus.jsonl"
 
 # Surface forms that occur in the MuSiQue corpus and name one entity each.
 SAME_ENTITY = [
