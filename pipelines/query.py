@@ -13,7 +13,7 @@ from assets._metadata import markdown_table
 from pipelines._launchpad import inside
 from ragloom.errors import ConfigError
 from ragloom.settings import REPO_ROOT
-from ragloom.types import HEADING_SEPARATOR, Scope
+from ragloom.types import HEADING_SEPARATOR
 from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, settings_of
 
 
@@ -21,8 +21,8 @@ class QueryConfig(Config):
     query: str = Field(default="Who leads the team that owns the HarborSight platform?",
                        description="One query (ignored if queries_file)")
     queries_file: str = Field(default="", description="A file with one query per line (or JSONL with 'text')")
-    strategy: str = Field(default="hybrid", description="A retrieval strategy: dense, bm25, hybrid, graph_rag, "
-                                                        "hierarchical or one registered (`ragloom strategies`)")
+    strategy: str = Field(default="hybrid", description="A retrieval strategy: any registered one (`ragloom "
+                                                        "strategies` lists them); an unknown name fails the run")
     k: int = Field(default=5, description="Results per query")
     filters: str = Field(default="", description='Metadata filter as JSON, e.g. {"status": "published"}')
     scope: str = Field(default="", description="Scope path tenant/user/chat[/agent]; empty = shared only")
@@ -100,24 +100,23 @@ def adaptive_metadata(tally: Any) -> dict[str, Any]:
 def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: WeaviateResource, neo4j: Neo4jResource,
                 embedder: EmbedderResource, nlp: NlpResource, artifacts: ArtifactStore) -> Output[str]:
     from ragloom.api import Ragloom
-    from ragloom.llm import check_names
-    from ragloom.retrieval import parse_options
+    from ragloom.query import parse_query
+    from ragloom.retrieval.query import check_text
     from ragloom.routing.monitor import AdaptiveTally
 
-    options = parse_options(config.strategy, config.options)  # a bad option fails before anything loads
-    scope = Scope.from_path(config.scope)
     queries = _load_queries(config, artifacts)
-    transforms = [t.strip() for t in config.transforms.split(",") if t.strip()]
-    check_names(transforms, config.generation if config.answer else None)
+    # one parse of everything but the text: a bad strategy, filter or option fails before anything loads
+    base = parse_query(text=queries[0] if queries else "-", strategy=config.strategy, k=config.k,
+                       filters=config.filters or None, scope=config.scope or None, chunking=config.chunking or None,
+                       options=config.options, transforms=config.transforms,
+                       generation=config.generation if config.answer else None, use_cache=config.use_cache)
     rows, answers = [], []
     adaptive = AdaptiveTally()
     # the run's clients (opened at resource setup); Neo4j, when it was down then, is loaded by a graph strategy
     with Ragloom(settings_of(weaviate, neo4j, embedder, nlp), vectors=weaviate.store(), graph=neo4j.opened()) as rag:
         for q in queries:
             if config.answer:
-                reply = rag.ask(q, strategy=config.strategy, k=config.k, filters=config.filters or None,
-                                scope=scope, chunking=config.chunking, transforms=transforms,
-                                generation=config.generation, use_cache=config.use_cache, **options)
+                reply = rag.ask(base.replace(text=check_text(q)))
                 answers.append({"query": q, "answer": reply.answer, "message": reply.message,
                                 "abstained": reply.abstained, "confidence": reply.confidence, "cached": reply.cached,
                                 "uncited": reply.uncited, "tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out,
@@ -127,8 +126,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
                 context.log.info(f"answered {q!r}: {len(reply.citations)} citation(s), confidence "
                                  f"{reply.confidence}, {reply.message or 'ok'}")
                 continue
-            result = rag.query(q, strategy=config.strategy, k=config.k, filters=config.filters or None,
-                               scope=scope, chunking=config.chunking, transforms=transforms, **options)
+            result = rag.retrieve(base.replace(text=check_text(q)))
             rows += result_rows(q, result.items, result.metadata)
             adaptive.add(result.metadata)
     if config.answer:

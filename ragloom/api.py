@@ -2,7 +2,7 @@
 
     with Ragloom.from_settings() as rag:
         result = rag.query("What causes X?", strategy="graph_rag", k=5, filters={"year": {"gte": 2020}},
-                           scope="acme/alice")
+                           scope="acme/alice", alpha=0.3)    # other keywords are the strategy's options
         text, citations = rag.context_text(result, token_budget=1500)
         result = rag.query("What causes X?", transforms=["hyde", "multi_query"])   # needs a model, see README
         answer = rag.ask("What causes X?", generation="reflect")   # answer, citations, confidence, tokens, latency
@@ -14,23 +14,17 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ragloom.errors import RagloomError, RetrievalError
-from ragloom.retrieval import (
-    RetrievalContext,
-    Retriever,
-    assemble_context,
-    available_strategies,
-    get_retriever,
-    strategy_class,
-)
-from ragloom.retrieval.base import FALLBACK_STRATEGY
+from ragloom.errors import QueryError, RagloomError
+from ragloom.query import FIELDS, check_chunking, fallback_warning, parse_query
+from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, strategy_class
 from ragloom.retrieval.postprocess import Citation
+from ragloom.retrieval.query import DEFAULT_STRATEGY, Query, as_mapping
 from ragloom.settings import Settings
-from ragloom.types import RetrievalResult, Scope
+from ragloom.types import RetrievalResult
 
 if TYPE_CHECKING:
     from ragloom.llm import Answer, AnswerCache, LLMClient
@@ -128,123 +122,128 @@ class Ragloom:
         return self._answer_cache
 
     # queries ------------------------------------------------------------------------------------------
-    def retriever(self, strategy: str = "hybrid", chunking: str | None = None, **options: Any) -> Retriever:
-        """The retriever for ``strategy`` on ``chunking``'s collection (None: the strategy's own default,
-        ``hierarchical`` for the hierarchical strategy, ``recursive`` otherwise). Unknown strategy: dense,
-        with a warning in every result's metadata."""
-        chunking = chunking or None  # "" (a CLI or job default) means the strategy's own collection
-        if chunking is not None:
-            from ragloom.chunking import available_chunkers
-
-            if chunking not in available_chunkers():
-                raise RetrievalError(f"chunking={chunking!r}: choose one of {', '.join(available_chunkers())}")
-        if options:
-            return get_retriever(strategy, self.context, chunking=chunking, **options)
+    def retriever(self, strategy: str = DEFAULT_STRATEGY, chunking: str | None = None) -> Retriever:
+        """The retriever for ``strategy`` on ``chunking``'s collection (None: the strategy's own default), built
+        once and reused: per-query options travel in the ``Query``, not the retriever. An unknown strategy or
+        chunking is a QueryError naming the known ones."""
+        chunking = check_chunking(chunking)
         key = (strategy, chunking)
         if key not in self._retrievers:
-            self._retrievers[key] = get_retriever(strategy, self.context, chunking=chunking)
+            self._retrievers[key] = strategy_class(strategy)(self.context, chunking=chunking)
         return self._retrievers[key]
 
-    def query(self, text: str, strategy: str = "hybrid", k: int = 5,
-              filters: Mapping[str, Any] | str | None = None, scope: Scope | str | None = None,
-              chunking: str | None = None, transforms: Sequence[str] | None = None,
-              transform_options: Mapping[str, Mapping[str, Any]] | None = None, exclude_dynamic: bool = False,
-              namespaces: Sequence[str] | None = None, **options: Any) -> RetrievalResult:
-        """Retrieve ``k`` chunks for ``text``. ``filters``: a dict or JSON text in the filter language
-        (ragloom.filters); ``scope``: a Scope or a path ``tenant/user/chat[/agent]`` (default: shared
-        only); ``options``: the strategy's and post-processing options (``ragloom strategies`` lists them).
+    def query(self, query: str | Query, /, **fields: Any) -> RetrievalResult:
+        """Retrieve chunks for ``query``: a ``Query`` (``ragloom.query.parse_query``), or its text with the query
+        fields as keywords (``strategy``, ``k``, ``filters``, ``scope``, ``chunking``, ``transforms``,
+        ``transform_options``, ``exclude_dynamic``, ``namespaces``, ``options``; ``ragloom.query.FIELDS``).
+        Any other keyword is a strategy or post-processing option (``ragloom strategies`` lists them), checked
+        like ``options``.
 
-        ``exclude_dynamic``: leave out injected items (ragloom.dynamic); ``namespaces``: only documents of these
-        namespaces (default: all). Expired injected items are never returned.
+        ``filters``: a dict or JSON text in the filter language (ragloom.filters); ``scope``: a Scope or a path
+        ``tenant/user/chat[/agent]`` (default: shared only). ``namespaces``: absent, all; an empty list, no
+        retrieval (an empty result that says so). Expired injected items are never returned.
 
-        ``transforms``: query transforms (reformulate, multi_query, hyde, step_back, decompose, prf; default
-        RAGLOOM_LLM_TRANSFORMS), run in parallel and fused by RRF; ``transform_options``: {name: {option:
-        value}}, e.g. {"multi_query": {"n": 4}}. The generated queries are in ``metadata["transforms"]``.
+        ``transforms`` (default RAGLOOM_LLM_TRANSFORMS) run in parallel and are fused by RRF; the generated
+        queries are in ``metadata["transforms"]``.
         """
-        retriever = self.retriever(strategy, chunking, **options)
-        filters = self._visibility(retriever, filters, exclude_dynamic, namespaces)
-        names = self.settings.llm_transforms if transforms is None else transforms
-        if not names:
-            return retriever.search(text, k=k, filters=filters, scope=scope)
-        from ragloom.llm import Expansion
+        return self.retrieve(self.parse(query, fields))
 
-        with Expansion(list(names), self.llm, self.settings.llm_transform_timeout_seconds,
-                       {n: dict(o) for n, o in (transform_options or {}).items()}) as expansion:
-            # the first pass and the model's transforms overlap; reformulate runs first (it changes the query)
-            query = expansion.rewrite(text) if any(t.phase == "rewrite" for t in expansion.transforms) else text
-            result = retriever.search(query, k=k, filters=filters, scope=scope, expansion=expansion)
-        result.metadata["transform_tokens"] = dict(zip(("in", "out"), expansion.tokens, strict=True))
+    @staticmethod
+    def parse(query: str | Query, fields: Mapping[str, Any]) -> Query:
+        """The Python API's door to ``parse_query``: keywords that are not query fields are options."""
+        if isinstance(query, Query):
+            if fields:
+                raise QueryError(f"give a Query, or its text with fields; not both (got {sorted(fields)})")
+            return query
+        named = {k: v for k, v in fields.items() if k in FIELDS}
+        options = {k: v for k, v in fields.items() if k not in FIELDS}
+        if options:
+            named["options"] = {**as_mapping("options", named.get("options")), **options}
+        return parse_query(named, text=query)
+
+    def retrieve(self, query: Query) -> RetrievalResult:
+        """Run a parsed ``Query``: its retriever (reused), its transforms, its visibility."""
+        if query.skips_retrieval:
+            return RetrievalResult(query=query.text, items=[], metadata={
+                "strategy": query.strategy, "requested_strategy": query.requested_strategy or query.strategy,
+                "k": query.k, "scope": query.scope.path, "namespaces": [], "skipped": True,
+                "skip_reason": "namespaces=[]: the caller asked for no retrieval", "lanes_run": [], "fallbacks": [],
+                "warnings": [], "timings_ms": {}, "abstained": False})
+        retriever = self.retriever(query.strategy, query.chunking)
+        names = self.settings.llm_transforms if query.transforms is None else query.transforms
+        if not names:
+            result = retriever.search(query)
+        else:
+            from ragloom.llm import Expansion
+
+            with Expansion(list(names), self.llm, self.settings.llm_transform_timeout_seconds,
+                           {n: dict(o) for n, o in query.transform_options.items()}) as expansion:
+                # the first pass and the model's transforms overlap; reformulate runs first (it changes the query)
+                text = expansion.rewrite(query.text) if any(t.phase == "rewrite" for t in expansion.transforms) \
+                    else query.text
+                result = retriever.search(query.replace(text=text), expansion=expansion)
+            result.metadata["transform_tokens"] = dict(zip(("in", "out"), expansion.tokens, strict=True))
+        warning = fallback_warning(query)
+        if warning:
+            result.metadata["warnings"] = [*result.metadata.get("warnings", []), warning]
+            result.metadata["fallbacks"] = [*result.metadata.get("fallbacks", []),
+                                            f"{query.requested_strategy}->{query.strategy}: unknown strategy"]
         return result
 
-    def ask(self, question: str, strategy: str = "hybrid", k: int = 5,
-            filters: Mapping[str, Any] | str | None = None, scope: Scope | str | None = None,
-            chunking: str | None = None, transforms: Sequence[str] | None = None, generation: str | None = None,
-            token_budget: int | None = None, use_cache: bool = True, on_token: Callable[[str], None] | None = None,
-            generation_options: Mapping[str, Any] | None = None, **options: Any) -> Answer:
+    def ask(self, question: str | Query, /, *, on_token: Callable[[str], None] | None = None,
+            **fields: Any) -> Answer:
         """Retrieve, then answer with citations: abstains without calling the model when retrieval was
         insufficient; with no model configured, returns the ranked context and says so.
 
-        ``generation``: simple | cot | reflect (default RAGLOOM_LLM_GENERATION); ``token_budget``: context
-        tokens (default RAGLOOM_LLM_CONTEXT_TOKENS); ``use_cache``: read and write the answer cache;
-        ``on_token``: called with each piece of the answer as it streams. Model failures raise LLMError
-        (nothing is cached then).
+        The fields are ``query``'s, plus ``generation`` (simple | cot | reflect; default RAGLOOM_LLM_GENERATION),
+        ``generation_options``, ``token_budget`` (context tokens; default RAGLOOM_LLM_CONTEXT_TOKENS) and
+        ``use_cache`` (read and write the answer cache). ``on_token``: called with each piece of the answer as
+        it streams. Model failures raise LLMError (nothing is cached then).
         """
         from ragloom.chunking.tokens import get_token_counter
-        from ragloom.llm import AnswerOptions, check_names
+        from ragloom.llm import AnswerOptions
         from ragloom.llm import answer as answer_question
 
+        query = self.parse(question, fields)
         s = self.settings
-        check_names(transforms or (), generation or s.llm_generation)
-        opts = AnswerOptions(generation=generation or s.llm_generation, max_tokens=s.llm_max_tokens,
-                             temperature=s.llm_temperature, token_budget=token_budget or s.llm_context_tokens,
-                             generation_options=dict(generation_options or {}), use_cache=use_cache)
+        opts = AnswerOptions(generation=query.generation or s.llm_generation, max_tokens=s.llm_max_tokens,
+                             temperature=s.llm_temperature, token_budget=query.token_budget or s.llm_context_tokens,
+                             generation_options=dict(query.generation_options), use_cache=query.use_cache)
         started = time.perf_counter()
-        result = self.query(question, strategy=strategy, k=k, filters=filters, scope=scope, chunking=chunking,
-                            transforms=transforms, **options)
+        result = self.retrieve(query)
         retrieve_ms = (time.perf_counter() - started) * 1000
         timings = {f"retrieval.{name}": ms for name, ms in result.metadata.get("timings_ms", {}).items()}
         spent = result.metadata.get("transform_tokens", {})
-        out = answer_question(question, result, self.llm, opts, get_token_counter(s.embed_model).count,
-                              cache=self.answer_cache if use_cache else None, on_token=on_token,
+        out = answer_question(query.text, result, self.llm, opts, get_token_counter(s.embed_model).count,
+                              cache=self.answer_cache if query.use_cache else None, on_token=on_token,
                               timings_ms={"retrieve": round(retrieve_ms, 3), **timings},
                               spent=(spent.get("in", 0), spent.get("out", 0)))
         out.latency_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return out
 
-    def warm(self, strategy: str = "hybrid", chunking: str | None = None) -> None:
+    def warm(self, strategy: str = DEFAULT_STRATEGY, chunking: str | None = None) -> None:
         """Load now what ``strategy`` needs (embedder; spaCy, Neo4j and the in-process graph of ``chunking``
-        for graph strategies), so a first query's latency is the query's alone. A graph that cannot load is
-        left for the query to report as a fallback."""
-        cls = strategy_class(strategy if strategy in available_strategies() else FALLBACK_STRATEGY)
-        if cls.needs_embedder:
+        for graph strategies), so a first query's latency is the query's alone. An unknown strategy is the
+        same QueryError as a query's; a graph that cannot load is left for the query to report as a fallback."""
+        retriever = self.retriever(strategy, chunking)
+        if retriever.needs_embedder:
             _ = self.context.embedder
         self.context.reranker()  # a model that cannot load is reported in each result, not raised here
-        if cls.needs_graph:
+        if retriever.needs_graph:
             from ragloom.retrieval.graph_rag import graph_snapshot
 
             store, _why = self.context.graph()
             try:
                 _ = self.context.nlp
                 if store is not None:
-                    graph_snapshot(self.context, store, chunking or cls.default_chunking)
+                    graph_snapshot(self.context, store, retriever.chunking)
             except RagloomError as e:
                 log.warning("graph retrieval not warmed: %s", e)
 
-    def _visibility(self, retriever: Retriever, filters: Mapping[str, Any] | str | None, exclude_dynamic: bool,
-                    namespaces: Sequence[str] | None) -> Mapping[str, Any] | str | None:
-        """The user's filters AND what injected items and namespaces require (ragloom.dynamic)."""
-        from ragloom.dynamic import merge_filters, visibility_filter
-
-        types = self.context.property_types(retriever.chunking)
-        if namespaces is not None and types is not None and "meta_namespace" not in types:
-            types = self.context.property_types(retriever.chunking, refresh=True)  # ingestion may have added it
-        extra = visibility_filter(types, exclude_dynamic=exclude_dynamic, namespaces=namespaces)
-        return merge_filters(filters, extra) if extra else filters
-
-    async def aquery(self, text: str, strategy: str = "hybrid", k: int = 5, **kwargs: Any) -> RetrievalResult:
+    async def aquery(self, query: str | Query, /, **fields: Any) -> RetrievalResult:
         """``query`` for async callers: it runs on a bounded pool of worker threads
         (``RAGLOOM_SERVICE_WORKERS``), so the event loop never blocks on a store or the model."""
-        return await self.run_blocking(self.query, text, strategy, k, **kwargs)
+        return await self.run_blocking(self.query, query, **fields)
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Any blocking call of this API (or its stores) on the same bounded worker pool."""

@@ -78,13 +78,12 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
     from ragloom.api import Ragloom
 
-    scope, options = _retrieval_inputs(args)
+    query = _parse_query(args, args.text)
     started = time.perf_counter()
     with Ragloom.from_settings(Settings.from_env()) as rag:
-        rag.warm(args.strategy, args.chunking)
+        rag.warm(query.strategy, query.chunking)
         load_ms = (time.perf_counter() - started) * 1000
-        result = rag.query(args.text, strategy=args.strategy, k=args.k, filters=args.filter or None,
-                           scope=scope, chunking=args.chunking, **options)
+        result = rag.retrieve(query)
     result.metadata.setdefault("timings_ms", {})["connect_and_load"] = round(load_ms, 1)
     if args.json:
         print(json.dumps({"query": result.query, "metadata": result.metadata,
@@ -131,11 +130,8 @@ def _cmd_strategies(args: argparse.Namespace) -> int:
 def _cmd_ask(args: argparse.Namespace) -> int:
     from ragloom.api import Ragloom
 
-    scope, options = _retrieval_inputs(args)
-    transforms = [t.strip() for t in args.transforms.split(",") if t.strip()] if args.transforms is not None else None
-    from ragloom.llm import check_names
-
-    check_names(transforms or (), args.generation)
+    query = _parse_query(args, args.question, transforms=args.transforms, generation=args.generation,
+                         token_budget=args.token_budget, use_cache=not args.no_cache)
     streamed = []
 
     def show(piece: str) -> None:
@@ -145,10 +141,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         print(piece, end="", flush=True)
 
     with Ragloom.from_settings(Settings.from_env()) as rag:
-        answer = rag.ask(args.question, strategy=args.strategy, k=args.k, filters=args.filter or None, scope=scope,
-                         chunking=args.chunking, transforms=transforms, generation=args.generation,
-                         token_budget=args.token_budget, use_cache=not args.no_cache,
-                         on_token=None if args.json else show, **options)
+        answer = rag.ask(query, on_token=None if args.json else show)
     if args.json:
         print(json.dumps(answer.to_dict(), indent=2, default=str))
         return 0
@@ -203,17 +196,23 @@ def _add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
                    help="a strategy option, repeatable, e.g. --option alpha=0.3 --option lanes=dense,bm25")
     p.add_argument("--options", default="", metavar="JSON",
                    help='strategy options as a JSON object, e.g. \'{"alpha": 0.3}\' (--option wins)')
+    p.add_argument("--namespaces", default=None, metavar="A,B",
+                   help="only documents of these namespaces (default: all; an empty value skips retrieval)")
+    p.add_argument("--exclude-dynamic", action="store_true", help="leave out injected (dynamic) items")
+    p.add_argument("--unknown-strategy", default="error", choices=["error", "fallback"],
+                   help="an unknown --strategy is an error (default), or runs dense with a warning")
 
 
-def _retrieval_inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """(scope, options) from the retrieval arguments; a malformed filter, scope or option fails here, before
-    anything connects or loads."""
-    from ragloom.filters import parse_filters
-    from ragloom.retrieval import parse_options
-    from ragloom.types import Scope
+def _parse_query(args: argparse.Namespace, text: str, **fields: Any) -> Any:
+    """The command line's query, through the one parser: a malformed filter, scope, strategy or option fails here,
+    before anything connects or loads."""
+    from ragloom.query import parse_query
 
-    parse_filters(args.filter or None)
-    return Scope.from_path(args.scope), parse_options(args.strategy, args.options, args.option)
+    namespaces = None if args.namespaces is None else [n.strip() for n in args.namespaces.split(",") if n.strip()]
+    return parse_query(dict(text=text, strategy=args.strategy, k=args.k, filters=args.filter or None,
+                            scope=args.scope or None, chunking=args.chunking or None, options=args.options,
+                            exclude_dynamic=args.exclude_dynamic, namespaces=namespaces,
+                            unknown_strategy=args.unknown_strategy, **fields), option_pairs=args.option)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,6 @@ Queries never return an expired item, swept or not (``visibility_filter``); ``sw
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ragloom.errors import ConfigError, FilterError
-from ragloom.filters import Condition, combine, meta_property_name, parse_filters
+from ragloom.errors import ConfigError
+from ragloom.filters import MATCHES_NOTHING, Condition, Node, Not, combine, meta_property_name
 from ragloom.types import Chunk, Scope, make_chunk_id
 
 DYNAMIC = "dynamic"
@@ -99,44 +98,26 @@ def inject(store: Any, embedder: Any, strategies: Sequence[str], text: str, scop
     return item
 
 
-def _has(property_types: Mapping[str, str] | None, key: str) -> bool:
+def has_property(property_types: Mapping[str, str] | None, key: str) -> bool:
+    """Whether a collection (its property types) holds metadata ``key`` on any chunk yet."""
     return property_types is not None and meta_property_name(key) in property_types
 
 
-def visibility_filter(property_types: Mapping[str, str] | None, *, exclude_dynamic: bool = False,
-                      namespaces: Sequence[str] | None = None, now: datetime | None = None) -> dict[str, Any]:
-    """Filter-language conditions a query adds: expired items never, dynamic ones only when asked, and only the
-    chosen namespaces. A condition on metadata no chunk of the collection has yet is left out (it would hold
-    for every chunk anyway, except ``namespaces``, which then matches nothing)."""
-    out: dict[str, Any] = {}
-    if _has(property_types, EXPIRES_AT):
-        out[EXPIRES_AT] = {"not": {"lt": (now or datetime.now(UTC)).isoformat()}}
-    if exclude_dynamic and _has(property_types, DYNAMIC):
-        out[DYNAMIC] = {"not": True}
+def visibility_nodes(property_types: Mapping[str, str] | None, *, exclude_dynamic: bool = False,
+                     namespaces: Sequence[str] | None = None, now: datetime | None = None) -> tuple[Node, ...]:
+    """The filter nodes a query adds: expired items never, dynamic ones only when asked, only the chosen
+    namespaces (None: all). A condition on metadata no chunk of the collection has yet is left out (it would
+    hold for every chunk anyway), except ``namespaces``, which then matches nothing. An empty ``namespaces``
+    never gets here: it means no retrieval at all (``Query.skips_retrieval``)."""
+    out: list[Node] = []
+    if has_property(property_types, EXPIRES_AT):
+        out.append(Not(Condition(EXPIRES_AT, meta_property_name(EXPIRES_AT), "lt", now or datetime.now(UTC))))
+    if exclude_dynamic and has_property(property_types, DYNAMIC):
+        out.append(Not(Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True)))
     if namespaces is not None:
-        names = [str(n) for n in namespaces]
-        if not names:
-            raise FilterError("namespaces: give at least one, or leave it out for all")
-        out[NAMESPACE] = names if _has(property_types, NAMESPACE) else ["\x00none"]  # no chunk has any yet
-    return out
-
-
-def merge_filters(user: Mapping[str, Any] | str | None, extra: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The user's filter (a dict or its JSON text) AND ``extra`` (keys of the filter language are ANDed); a key
-    in both is an error."""
-    if isinstance(user, str | bytes):
-        if parse_filters(user) is None:  # FilterError for anything malformed
-            user = None
-        else:
-            user = json.loads(user)
-    if user is not None and not isinstance(user, Mapping):
-        parse_filters(user)  # raises the language's own error for a non-object
-    if not extra:
-        return dict(user) if user else None
-    clash = sorted(set(user or {}) & set(extra))
-    if clash:
-        raise FilterError(f"filter fields {clash} are set by the query's own options (exclude_dynamic, namespaces)")
-    return {**(user or {}), **extra}
+        out.append(Condition(NAMESPACE, meta_property_name(NAMESPACE), "in", [str(n) for n in namespaces])
+                   if has_property(property_types, NAMESPACE) else MATCHES_NOTHING)
+    return tuple(out)
 
 
 def sweep_expired(store: Any, strategies: Iterable[str], now: datetime | None = None) -> int:
@@ -146,7 +127,7 @@ def sweep_expired(store: Any, strategies: Iterable[str], now: datetime | None = 
     now = now or datetime.now(UTC)
     removed = 0
     for strategy in strategies:
-        if not store.exists(strategy) or not _has(store.property_types(strategy), EXPIRES_AT):
+        if not store.exists(strategy) or not has_property(store.property_types(strategy), EXPIRES_AT):
             continue
         where = combine(Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True),
                         Condition(EXPIRES_AT, meta_property_name(EXPIRES_AT), "lt", now))
@@ -173,4 +154,4 @@ def delete_item(store: Any, strategies: Iterable[str], item_id: str, owner: Scop
     where = combine(Condition("document_id", "document_id", "eq", item_id),
                     Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True), *owner_conditions(owner))
     return sum(delete_where(store, s, where) for s in strategies
-               if store.exists(s) and _has(store.property_types(s), DYNAMIC))
+               if store.exists(s) and has_property(store.property_types(s), DYNAMIC))

@@ -46,6 +46,11 @@ class RetrievalError(RagloomError):
     """A retrieval strategy failed in a way no fallback covers."""
 
 
+class QueryError(RetrievalError):
+    """A query is malformed: an unknown strategy, field or option, or a value out of bounds; the message names
+    it and what is allowed (ragloom.query.parse_query, the one parser every door calls)."""
+
+
 class LLMError(RagloomError):
     """The language model endpoint refused or failed a request; the message says which and why.
 

@@ -13,13 +13,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ragloom.chunking import available_chunkers, chunker_for
+from ragloom.chunking import chunker_for
 from ragloom.errors import ConfigError, RagloomError
 from ragloom.evaluation.baselines import BM25Baseline, DenseBaseline, baseline_units
 from ragloom.evaluation.datasets import EvalDataset, load_dataset
 from ragloom.evaluation.metrics import Hit, document_scores, passage_scores
 from ragloom.evaluation.report import BASELINE_BM25, BASELINE_DENSE, EvalReport, SystemResult
-from ragloom.retrieval import available_strategies, options_for, strategy_class
+from ragloom.query import check_chunking, parse_query
+from ragloom.retrieval import options_for, strategy_class
+from ragloom.retrieval.query import check_text
 from ragloom.routing.monitor import AdaptiveTally, Outcome, outcome
 from ragloom.settings import Settings
 from ragloom.types import Log
@@ -44,14 +46,13 @@ def namespace_settings(settings: Settings, dataset_name: str, namespace: str | N
 
 
 def _check_names(strategies: Sequence[str], chunkings: Sequence[str]) -> None:
-    bad = [s for s in strategies if s not in available_strategies()]
-    if bad:
-        raise ConfigError(f"unknown retrieval strategies {bad}; choose from {', '.join(available_strategies())}")
-    bad = [c for c in chunkings if c not in available_chunkers()]
-    if bad:
-        raise ConfigError(f"unknown chunkings {bad}; choose from {', '.join(available_chunkers())}")
+    """Every name known before anything is ingested: the query parser's own error for an unknown one."""
     if not strategies or not chunkings:
         raise ConfigError("evaluation needs at least one retrieval strategy and one chunking")
+    for strategy in strategies:
+        strategy_class(strategy)
+    for chunking in chunkings:
+        check_chunking(chunking)
 
 
 def score_runs(dataset: EvalDataset, runs: dict[str, list[Hit]]) -> dict[str, Any]:
@@ -211,7 +212,9 @@ def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, 
                   options: dict[str, Any], log: Log, transform: str | None = None) -> SystemResult:
     result = SystemResult(strategy if transform is None else f"{strategy}+{transform}", chunking)
     try:
-        retriever = rag.retriever(strategy, chunking, **options)
+        base = parse_query(text=dataset.queries[0].text, strategy=strategy, chunking=chunking, k=depth,
+                           options=options, transforms=[] if transform is None else [transform])
+        rag.retriever(base.strategy, base.chunking)  # a combination the retriever refuses fails here, once
     except RagloomError as e:
         result.error = str(e)
         log(f"{result.name}: cannot run: {e}")
@@ -223,11 +226,8 @@ def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, 
     for query in dataset.queries:
         started = time.perf_counter()
         try:
-            if transform is None:
-                found = retriever.search(query.text, k=depth)
-            else:
-                found = rag.query(query.text, strategy=strategy, k=depth, chunking=chunking, transforms=[transform],
-                                  **options)
+            found = rag.retrieve(base.replace(text=check_text(query.text)))
+            if transform is not None:
                 transform_errors += bool(found.metadata["transforms"][transform]["error"])
             items = found.items
             adaptive = outcome(found.metadata)

@@ -9,8 +9,20 @@ from ragloom.llm.answer import Answer, AnswerCitation, AnswerOptions, answer, pa
 from ragloom.llm.cache import AnswerCache, cache_key
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.expand import Expansion
-from ragloom.llm.generate import GenerationStrategy, available_generations, get_generation, register_generation
-from ragloom.llm.transforms import QueryTransform, available_transforms, get_transform, register_transform
+from ragloom.llm.generate import (
+    GenerationStrategy,
+    available_generations,
+    generation_options,
+    get_generation,
+    register_generation,
+)
+from ragloom.llm.transforms import (
+    QueryTransform,
+    available_transforms,
+    get_transform,
+    register_transform,
+    transform_options,
+)
 
 
 def check_names(transforms: Sequence[str] = (), generation: str | None = None) -> None:
@@ -38,6 +50,8 @@ __all__ = [
     "available_generations",
     "available_transforms",
     "cache_key",
+    "generation_options",
+    "transform_options",
     "get_generation",
     "get_transform",
     "parse_citations",

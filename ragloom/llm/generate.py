@@ -16,6 +16,7 @@ from ragloom.errors import ConfigError, LLMOutputError
 from ragloom.llm import prompts
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.prompts import PromptTemplate
+from ragloom.options import Option, check_options, option_defaults
 from ragloom.registry import Registry
 
 OnToken = Callable[[str], None]
@@ -40,16 +41,14 @@ class GenerationStrategy(ABC):
 
     name: ClassVar[str] = ""
     templates: ClassVar[tuple[PromptTemplate, ...]] = ()
-    defaults: ClassVar[dict[str, Any]] = {}
+    declared_options: ClassVar[dict[str, Option]] = {}  # each bounded: a request sets them (ragloom.query)
 
     def __init__(self, llm: LLMClient, max_tokens: int, temperature: float = 0.0, **options: Any) -> None:
-        unknown = set(options) - set(self.defaults)
-        if unknown:
-            raise ConfigError(f"generation {self.name}: unknown option(s) {sorted(unknown)}")
+        checked = check_options(f"generation {self.name}", self.declared_options, options)
         self.llm = llm
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.options = {**self.defaults, **options}
+        self.options = {**option_defaults(self.declared_options), **checked}
 
     @abstractmethod
     def generate(self, question: str, context: str, draft: Draft, on_token: OnToken | None) -> None:
@@ -87,6 +86,16 @@ register_generation = _REGISTRY.register
 
 def available_generations() -> list[str]:
     return _REGISTRY.names()
+
+
+def generation_options(name: str | None = None) -> dict[str, Option]:
+    """The options generation ``name`` declares; None: those of every generation strategy."""
+    if name is None:
+        return {k: o for n in available_generations() for k, o in generation_options(n).items()}
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise ConfigError(f"unknown generation strategy {name!r}; choose from {', '.join(available_generations())}")
+    return dict(cls.declared_options)
 
 
 def get_generation(name: str, llm: LLMClient, max_tokens: int, temperature: float = 0.0,
@@ -131,7 +140,11 @@ class Reflect(GenerationStrategy):
     """Draft, check each claim (JSON verdicts), revise while a claim is unsupported, at most ``rounds`` times."""
 
     templates = (prompts.ANSWER_SIMPLE, prompts.CHECK_CLAIMS, prompts.REVISE)
-    defaults = {"rounds": 1, "check_max_tokens": 320}  # room for MAX_CLAIMS verdicts
+    declared_options = {
+        "rounds": Option(1, min=0, max=3, help="revisions at most (each costs a check and a rewrite call)"),
+        "check_max_tokens": Option(320, min=64, max=1024, help="tokens of the claim check (320: room for "
+                                   "MAX_CLAIMS verdicts)"),
+    }
 
     def generate(self, question: str, context: str, draft: Draft, on_token: OnToken | None) -> None:
         text = self.chat(draft, prompts.ANSWER_SIMPLE, question=question, context=context).text.strip()

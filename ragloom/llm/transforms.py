@@ -22,6 +22,7 @@ from ragloom.errors import ConfigError, RagloomError
 from ragloom.llm import prompts
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.prompts import PromptTemplate
+from ragloom.options import Option, check_options, option_defaults
 from ragloom.registry import Registry
 from ragloom.types import RetrievedItem
 
@@ -56,15 +57,12 @@ class QueryTransform(ABC):
     name: ClassVar[str] = ""
     phase: ClassVar[str] = "expand"
     needs_llm: ClassVar[bool] = True
-    defaults: ClassVar[dict[str, Any]] = {}
+    declared_options: ClassVar[dict[str, Option]] = {}  # each bounded: a request sets them (ragloom.query)
 
     def __init__(self, llm: LLMClient | None, **options: Any) -> None:
-        unknown = set(options) - set(self.defaults)
-        if unknown:
-            raise ConfigError(f"transform {self.name}: unknown option(s) {sorted(unknown)}; "
-                              f"options: {sorted(self.defaults) or 'none'}")
         self.llm = llm
-        self.options = {**self.defaults, **options}
+        self.options = {**option_defaults(self.declared_options),
+                        **check_options(f"transform {self.name}", self.declared_options, options)}
         self._out = TransformOutput(self.name)
 
     @abstractmethod
@@ -127,12 +125,6 @@ def _clean(queries: Sequence[Any], question: str) -> list[str]:
     return out
 
 
-def _count_option(transform: QueryTransform, name: str) -> int:
-    value = transform.options[name]
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GENERATED:
-        raise ConfigError(f"transform {transform.name}: {name}={value!r} must be an integer from 1 to {MAX_GENERATED}")
-    return value
-
 
 # registry -------------------------------------------------------------------------------------------------
 _REGISTRY: Registry[type[QueryTransform]] = Registry("transform", QueryTransform)
@@ -141,6 +133,14 @@ register_transform = _REGISTRY.register
 
 def available_transforms() -> list[str]:
     return _REGISTRY.names()
+
+
+def transform_options(name: str) -> dict[str, Option]:
+    """The options transform ``name`` declares (an unknown name is a ConfigError listing the known ones)."""
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise ConfigError(f"unknown query transform {name!r}; choose from {', '.join(available_transforms())}")
+    return dict(cls.declared_options)
 
 
 def get_transform(name: str, llm: LLMClient | None, **options: Any) -> QueryTransform:
@@ -165,10 +165,10 @@ class _QueryList(QueryTransform):
 
     prompt: ClassVar[PromptTemplate]
     key: ClassVar[str]
-    defaults = {"n": 3}
+    declared_options = {"n": Option(3, min=1, max=MAX_GENERATED, help="queries to generate")}
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
-        n = _count_option(self, "n")
+        n = self.options["n"]
         return self.ask_json(self.prompt, 64 * n + 32, prompts.string_list_schema(self.key, n),
                              question=question, n=n)[self.key][:n]
 
@@ -192,10 +192,12 @@ class MultiQuery(_QueryList):
 class Hyde(QueryTransform):
     """``n`` hypothetical answer passages, embedded with ragloom's embedder and searched (HyDE)."""
 
-    defaults = {"n": 1, "max_tokens": 96}  # two to four sentences
+    declared_options = {"n": Option(1, min=1, max=MAX_GENERATED, help="hypothetical passages to generate"),
+                        "max_tokens": Option(96, min=16, max=512, help="tokens per passage (96: two to four "
+                                             "sentences)")}
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
-        n, max_tokens = _count_option(self, "n"), self.options["max_tokens"]
+        n, max_tokens = self.options["n"], self.options["max_tokens"]
         temperature = 0.0 if n == 1 else 0.7  # several passages only differ when sampled
 
         def one(_: int) -> str:
@@ -227,7 +229,8 @@ class PseudoRelevanceFeedback(QueryTransform):
 
     phase = "feedback"
     needs_llm = False
-    defaults = {"docs": 5, "terms": 10}
+    declared_options = {"docs": Option(5, min=1, max=50, help="first-pass items the terms are drawn from"),
+                        "terms": Option(10, min=1, max=50, help="expansion terms added to the question")}
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
         top = [i for i in first_pass if i.text][: self.options["docs"]]
@@ -242,7 +245,8 @@ class FollowUp(QueryTransform):
 
     name = "follow_up"
     phase = "feedback"
-    defaults = {"passages": 3, "passage_chars": 400}
+    declared_options = {"passages": Option(3, min=1, max=20, help="best results so far shown to the model"),
+                        "passage_chars": Option(400, min=50, max=4000, help="characters shown of each")}
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
         top = [i for i in first_pass if i.text][: self.options["passages"]]

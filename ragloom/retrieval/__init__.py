@@ -1,6 +1,7 @@
 """Retrieval: one Retriever interface, registered strategies, filters, fusion and post-processing."""
 
 from ragloom.filters import build_where, parse_filters
+from ragloom.options import Option
 from ragloom.retrieval.adaptive import AdaptiveRetriever
 from ragloom.retrieval.base import (
     POSTPROCESS_DEFAULTS,
@@ -24,7 +25,6 @@ from ragloom.retrieval.graph_rag import GraphRagRetriever
 from ragloom.retrieval.hierarchical import HierarchicalRetriever
 from ragloom.retrieval.hybrid import HybridRetriever
 from ragloom.retrieval.multi_hop import MultiHopRetriever
-from ragloom.retrieval.options import Option
 from ragloom.retrieval.postprocess import Citation, assemble_context, lost_in_the_middle, remove_near_duplicates
 from ragloom.retrieval.raptor import RaptorRetriever
 

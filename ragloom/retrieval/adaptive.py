@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragloom.errors import RagloomError, RetrievalError
+from ragloom.options import Option
 from ragloom.retrieval import lanes
 from ragloom.retrieval.base import (
     Retriever,
@@ -26,7 +27,6 @@ from ragloom.retrieval.base import (
     register_retrieval_strategy,
     strategy_class,
 )
-from ragloom.retrieval.options import Option
 from ragloom.routing.features import FORM_NAMES, SIGNAL_K, named
 from ragloom.routing.features import features as route_features
 from ragloom.routing.quality import assess, weak_reasons

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -11,24 +12,35 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ragloom.errors import FilterError, RagloomError, RetrievalError, StoreError
-from ragloom.filters import Node, bind, build_where, parse_filters
+from ragloom.dynamic import EXPIRES_AT, NAMESPACE, has_property, visibility_nodes
+from ragloom.errors import FilterError, QueryError, RagloomError, RetrievalError, StoreError
+from ragloom.filters import Node, bind, build_where, meta_property_name, parse_iso_date
+from ragloom.options import Option, check_options, parse_option_pairs
 from ragloom.registry import Registry
 from ragloom.retrieval import fusion
 from ragloom.retrieval import postprocess as pp
 from ragloom.retrieval.cache import ResultCache, result_key
-from ragloom.retrieval.options import Option, check_options, parse_option_pairs
+from ragloom.retrieval.query import (
+    DEFAULT_K,
+    MAX_K,
+    MAX_QUERY_CHARS,
+    Query,
+    check_filters,
+    check_k,
+    check_scope,
+    check_text,
+)
 from ragloom.stores.base import GraphStore, VectorStore
 from ragloom.types import RetrievalResult, RetrievedItem, Scope
 
 log = logging.getLogger(__name__)
 
-MAX_K = 200
-MAX_QUERY_CHARS = 4000
+__all__ = ["MAX_K", "MAX_QUERY_CHARS"]  # re-exported: the service's request models bound k and the text with them
 QUERY_VECTOR_CACHE = 1024  # query embeddings kept per context (LRU): repeated queries skip the model
 
 # Options every strategy accepts: post-processing, applied by Retriever.search after the strategy ran.
@@ -42,7 +54,8 @@ POSTPROCESS_OPTIONS: dict[str, Option] = {
                             help="the sufficiency floor on the best item's cosine to the query"),
     "reorder": Option(False, help="lost-in-the-middle order (best at both ends); ranks still say relevance"),
     "keep_vectors": Option(False, help="leave each item's vector in metadata[\"vector\"]"),
-    "max_per_document": Option(0, min=0, help="at most this many items per document in the top k; 0 = no cap"),
+    "max_per_document": Option(0, min=0, max=MAX_K,
+                               help="at most this many items per document in the top k; 0 = no cap"),
     "neighbour_weight": Option(0.0, min=0.0, max=2.0, help="re-rank by score + this × the mean score of each "
                                "hit's retrieved neighbours (the chunks before and after it); 0 = off"),
     "neighbour_candidates": Option(0, min=0, max=MAX_K * 2, help="candidates the strategy is asked for when "
@@ -137,6 +150,16 @@ class RetrievalContext:
         except RagloomError:
             return None
 
+    def visibility(self, collection: str, exclude_dynamic: bool, namespaces: Sequence[str] | None
+                   ) -> tuple[Node, ...]:
+        """The filter nodes a query adds for injected items and namespaces (``ragloom.dynamic``), against the
+        collection's properties (re-read once when namespaces are asked for and none is known: ingestion may
+        have added the first since)."""
+        types = self.property_types(collection)
+        if namespaces is not None and types is not None and not has_property(types, NAMESPACE):
+            types = self.property_types(collection, refresh=True)
+        return visibility_nodes(types, exclude_dynamic=exclude_dynamic, namespaces=namespaces)
+
     def bind_filters(self, collection: str, node: Node | None) -> Node | None:
         """The user's filter checked against the collection's types (re-read once if a field is missing:
         ingestion may have added it since)."""
@@ -182,6 +205,7 @@ class SearchRequest:
     context: RetrievalContext
     fetch_k: int  # candidates a strategy should return: k plus room for de-duplication
     include_vectors: bool
+    visibility: tuple[Node, ...] = ()  # which injected items and namespaces the query may see (ragloom.dynamic)
     lanes_run: list[str] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -189,9 +213,9 @@ class SearchRequest:
     _vector: np.ndarray | None = None
 
     def where(self, *extra: Node | None) -> Node:
-        """The filter tree for the store: scope AND the user's filters AND ``extra``. Every store call goes
-        through it; the store translates the tree to its own query language."""
-        return build_where(self.scope, self.filters, *extra)
+        """The filter tree for the store: scope AND the user's filters AND visibility AND ``extra``. Every store
+        call goes through it; the store translates the tree to its own query language."""
+        return build_where(self.scope, self.filters, *self.visibility, *extra)
 
     def vector(self) -> np.ndarray:
         """The query's embedding, computed once per search."""
@@ -238,9 +262,6 @@ class Retriever(ABC):
         self.context = context
         self.chunking = chunking or self.default_chunking
         self.options = self._options({}, options)
-        self.warnings: list[str] = []
-        self.fallbacks: list[str] = []  # taken when this retriever was chosen (registry fallback)
-        self.requested = self.name
 
     # what a subclass provides -----------------------------------------------------------------------
     @abstractmethod
@@ -251,39 +272,49 @@ class Retriever(ABC):
         """
 
     # the template -------------------------------------------------------------------------------------
-    def search(self, query: str, k: int = 5, filters: Mapping[str, Any] | str | None = None,
+    def search(self, query: Query | str, k: int = DEFAULT_K, filters: Mapping[str, Any] | str | Node | None = None,
                scope: Scope | str | None = None, expansion: Expand | None = None, **options: Any
                ) -> RetrievalResult:
-        """``expansion`` (query transforms, ragloom.llm.expand) is called with the first pass's items and returns
-        more ranked lists (one per generated query); all are fused by RRF before post-processing."""
+        """Run a ``Query`` (made by ``ragloom.query.parse_query``: nothing is checked again), or the query
+        ``text`` with its ``k``, ``filters``, ``scope`` and options, checked here against this strategy's
+        declarations. ``expansion`` (query transforms, ragloom.llm.expand) is called with the first pass's items
+        and returns more ranked lists (one per generated query); all are fused by RRF before post-processing."""
+        if isinstance(query, Query):
+            if filters is not None or scope is not None or options or k != DEFAULT_K:
+                raise QueryError("search: give a Query, or the text with k, filters, scope and options; not both")
+            return self._execute(query, expansion)
+        node, spec = check_filters(filters)
+        return self._execute(Query(text=check_text(query), strategy=self.name, k=check_k(k), chunking=self.chunking,
+                                  scope=check_scope(scope), filters=node, filter_spec=spec,
+                                  options=self.check_options(options)), expansion)
+
+    def _execute(self, q: Query, expansion: Expand | None) -> RetrievalResult:
         started = time.perf_counter()
-        query = _check_query(query)
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise RetrievalError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
-        opts = self._options(self.options, options)
+        opts = {**self.options, **q.options}
         post = {name: opts.pop(name) for name in POSTPROCESS_DEFAULTS}
-        user_filter = self.context.bind_filters(self.chunking, parse_filters(filters))
+        user_filter = self.context.bind_filters(self.chunking, q.filters)
+        visibility = self.context.visibility(self.chunking, q.exclude_dynamic, q.namespaces)
         reranker, no_rerank = self.context.reranker() if post["rerank"] else (None, "rerank=False")
-        fetch_k = k * 2 if post["dedup"] else k
+        fetch_k = q.k * 2 if post["dedup"] else q.k
         if post["max_per_document"]:  # room to fill k from other documents
-            fetch_k = max(fetch_k, k * 4)
+            fetch_k = max(fetch_k, q.k * 4)
         if post["neighbour_weight"]:  # room for neighbours ranked below the cut
-            fetch_k = max(fetch_k, k, post["neighbour_candidates"] or k * 4)
+            fetch_k = max(fetch_k, q.k, post["neighbour_candidates"] or q.k * 4)
         if reranker is not None:
             fetch_k = max(fetch_k, post["rerank_candidates"])
         cache_key = None if expansion is not None else self._cache_key(
-            query=query, k=k, scope=_scope(scope).path, filters=_describe(filters), options={**opts, **post},
-            reranker=getattr(reranker, "model_id", None))
+            query=q.text, k=q.k, scope=q.scope.path, filters=q.filter_spec, options={**opts, **post},
+            exclude_dynamic=q.exclude_dynamic, namespaces=q.namespaces, reranker=getattr(reranker, "model_id", None))
         if cache_key is not None and self.context.result_cache is not None:
             cached = self.context.result_cache.get(cache_key)
             if cached is not None:
                 cached.metadata["cache"] = "hit"
-                return cached
+                return _unexpired(cached)
         request = SearchRequest(
-            query=query, k=k, scope=_scope(scope), filters=user_filter, chunking=self.chunking, context=self.context,
+            query=q.text, k=q.k, scope=q.scope, filters=user_filter, chunking=self.chunking, context=self.context,
             fetch_k=min(MAX_K * 2, fetch_k),
             include_vectors=post["dedup"] or post["abstain"] or post["keep_vectors"],
-            fallbacks=list(self.fallbacks),
+            visibility=visibility,
         )
         items = self.get_search_results(request, **opts)
         if expansion is not None:
@@ -301,20 +332,22 @@ class Retriever(ABC):
         request.timings_ms["total"] = (time.perf_counter() - started) * 1000
         metadata = {
             "strategy": self.name,
-            "requested_strategy": self.requested,
+            "requested_strategy": q.requested_strategy or self.name,
             "chunking": self.chunking,
-            "k": k,
+            "k": q.k,
             "scope": request.scope.path,
-            "filters": _describe(filters),
+            "filters": q.filter_spec,
+            "exclude_dynamic": q.exclude_dynamic,
+            "namespaces": None if q.namespaces is None else list(q.namespaces),
             "lanes_run": request.lanes_run,
             "fallbacks": request.fallbacks,
-            "warnings": list(self.warnings),
+            "warnings": [],
             "timings_ms": {name: round(ms, 2) for name, ms in request.timings_ms.items()},
             "options": {**opts, **post},
             **request.info,
             **extra,
         }
-        result = RetrievalResult(query=query, items=items, metadata=metadata)
+        result = RetrievalResult(query=q.text, items=items, metadata=metadata)
         if cache_key is not None and self.context.result_cache is not None:
             metadata["cache"] = "miss"
             self.context.result_cache.put(cache_key, result)
@@ -333,7 +366,17 @@ class Retriever(ABC):
             return None
         if not stamp:  # no collection, or nothing written to it yet: no change could be noticed
             return None
-        return result_key(strategy=self.name, chunking=self.chunking, version=stamp, **parts)
+        graph_stamp = None
+        if self.needs_graph:  # a graph-only change (a re-extraction) must not serve an old walk
+            graph, _why = self.context.graph()
+            try:
+                graph_stamp = graph.graph_version(self.chunking) if graph is not None else None
+            except RagloomError:
+                return None
+            if graph_stamp is None:
+                return None
+        return result_key(strategy=self.name, chunking=self.chunking, version=stamp, graph_version=graph_stamp,
+                          **parts)
 
     def _rerank(self, request: SearchRequest, reranker: Any, items: list[RetrievedItem],
                 post: dict[str, Any]) -> tuple[list[RetrievedItem], dict[str, Any]]:
@@ -408,29 +451,19 @@ class Retriever(ABC):
         return {**defaults, **base, **self.check_options(given)}
 
 
-def _check_query(query: Any) -> str:
-    if not isinstance(query, str) or not query.strip():
-        raise RetrievalError("the query must be a non-empty string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise RetrievalError(f"the query has {len(query)} characters, over the limit of {MAX_QUERY_CHARS}")
-    return query.strip()
+def _unexpired(result: RetrievalResult) -> RetrievalResult:
+    """A cached result without the injected items that expired since it was cached (the visibility filter saw
+    them alive then; a query never returns an expired item)."""
+    now = datetime.now(UTC)
+    key = meta_property_name(EXPIRES_AT)
 
+    def expired(value: Any) -> bool:
+        when = parse_iso_date(value) if isinstance(value, str) else value
+        return isinstance(when, datetime) and (when if when.tzinfo else when.replace(tzinfo=UTC)) < now
 
-def _scope(scope: Scope | str | None) -> Scope:
-    if scope is None or isinstance(scope, str):
-        return Scope.from_path(scope)
-    if isinstance(scope, Scope):
-        return scope
-    raise RetrievalError(f"scope must be a Scope or a path like 'tenant/user', got {type(scope).__name__}")
-
-
-def _describe(filters: Any) -> Any:
-    if filters is None or isinstance(filters, str):
-        return filters
-    try:
-        return json.loads(json.dumps(filters, default=str))
-    except (TypeError, ValueError):
-        return str(filters)
+    if not any(expired(i.metadata.get(key)) for i in result.items):
+        return result
+    return dataclasses.replace(result, items=[i for i in result.items if not expired(i.metadata.get(key))])
 
 
 def store_call(request: SearchRequest, stage: str, fn: Callable[[], list[RetrievedItem]]) -> list[RetrievedItem]:
@@ -462,7 +495,7 @@ def strategy_class(name: str) -> type[Retriever]:
     """The registered class for ``name``; an unknown name is an error listing the registered ones."""
     cls = _REGISTRY.get(name)
     if cls is None:
-        raise RetrievalError(f"unknown retrieval strategy {name!r}; choose from {', '.join(available_strategies())}")
+        raise QueryError(f"unknown retrieval strategy {name!r:.80}; choose from {', '.join(available_strategies())}")
     return cls
 
 
@@ -530,21 +563,6 @@ def parse_options(strategy: str, given: Mapping[str, Any] | str | None = None, p
 
 
 def get_retriever(name: str, context: RetrievalContext, chunking: str | None = None, **options: Any) -> Retriever:
-    """The registered strategy ``name``; an unknown name gives ``dense`` with a warning in every result.
-
-    Options the fallback does not know are dropped (and named in the warning) rather than raising.
-    """
-    cls = _REGISTRY.get(name)
-    if cls is not None:
-        return cls(context, chunking=chunking, **options)
-    fallback = _REGISTRY.get(FALLBACK_STRATEGY)
-    known = fallback.all_options()
-    dropped = sorted(set(options) - set(known))
-    warning = (f"unknown retrieval strategy {name!r} (available: {', '.join(available_strategies())}); "
-               f"used {FALLBACK_STRATEGY}" + (f", ignoring options {dropped}" if dropped else ""))
-    log.warning(warning)
-    retriever = fallback(context, chunking=chunking, **{k: v for k, v in options.items() if k in known})
-    retriever.warnings.append(warning)
-    retriever.fallbacks.append(f"{name}->{FALLBACK_STRATEGY}: unknown strategy")
-    retriever.requested = name
-    return retriever
+    """The registered strategy ``name`` on ``chunking``; an unknown name is a QueryError listing the known ones
+    (the explicit fallback to dense is the query's ``unknown_strategy="fallback"``, ``ragloom.query``)."""
+    return strategy_class(name)(context, chunking=chunking, **options)

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import RagloomError, RetrievalError
+from ragloom.options import Option
 from ragloom.retrieval import fusion, lanes, ppr
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
 from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk
-from ragloom.retrieval.options import Option
 from ragloom.retrieval.postprocess import GRAPH_SOURCE
 from ragloom.stores.base import GraphStore
 from ragloom.types import RetrievedItem, sha256_hex

@@ -8,10 +8,10 @@ from typing import Any
 from ragloom.chunking import HierarchicalChunker, chunk_levels
 from ragloom.errors import RetrievalError
 from ragloom.filters import Condition
+from ragloom.options import Option
 from ragloom.retrieval import lanes
 from ragloom.retrieval import postprocess as pp
-from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
-from ragloom.retrieval.options import Option
+from ragloom.retrieval.base import MAX_K, Retriever, SearchRequest, register_retrieval_strategy, store_call
 from ragloom.types import RetrievedItem
 
 EXPAND_MODES = ("none", "parent", "document")
@@ -65,14 +65,14 @@ class HierarchicalRetriever(Retriever):
         "constrain_by": Option("all", choices=CONSTRAINTS,
                                help="levels restricting the output level's search: every one from start_level "
                                     "(all), the one right above (previous), or none (flat)"),
-        "coarse_k": Option(20, min=1, help="chunks kept per level above the output level"),
-        "level_top_k": Option({}, kind=dict, of=int, min=1,
+        "coarse_k": Option(20, min=1, max=MAX_K, help="chunks kept per level above the output level"),
+        "level_top_k": Option({}, kind=dict, of=int, min=1, max=MAX_K,
                               help='chunks kept per level by name, e.g. {"section": 10}; else coarse_k'),
         "score_threshold": Option({}, kind=dict, of=float,
                                   help='score floor per level by name, e.g. {"section": 0.3, "child": 0.2}; '
                                        'else min_score above the output level, none at it'),
         "min_score": Option(0.0, help="a chunk above the output level scoring under this is dropped"),
-        "leaf_multiplier": Option(3, min=1, help="the output level is searched for k x this many candidates"),
+        "leaf_multiplier": Option(3, min=1, max=20, help="the output level is searched for k x this many candidates"),
         # hybrid: the coarse levels' vectors read only the first 256 tokens of a section or parent (the model's
         # limit); BM25 reads all of it. ObliQA dev passage R@10 0.749 (dense) -> 0.955 (hybrid).
         "lane": Option("hybrid", choices=("dense", "hybrid"), help="the lane every level is searched with"),

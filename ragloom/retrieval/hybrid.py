@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ragloom.errors import RagloomError, RetrievalError
+from ragloom.options import Option
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
-from ragloom.retrieval.options import Option
 from ragloom.types import RetrievedItem
 
 
@@ -39,9 +39,11 @@ class HybridRetriever(Retriever):
                          help="client fusion: reciprocal rank (rrf), weighted or linear min-max of lane scores"),
         "sparse_weight": Option(0.5, min=0.0, max=1.0,
                                 help="linear fusion: weight of the BM25 lane; the other lanes get 1 - this"),
-        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, help="client fusion: the k in weight / (rrf_k + rank)"),
-        "weights": Option(None, kind=dict, help="client fusion: {lane: weight >= 0}, 1 for a lane not named"),
-        "lane_multiplier": Option(3, min=1, help="client fusion: each lane fetches k x this many candidates"),
+        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, max=10_000,
+                        help="client fusion: the k in weight / (rrf_k + rank)"),
+        "weights": Option(None, kind=dict, of=float, min=0.0, max=100.0,
+                          help="client fusion: {lane: weight >= 0}, 1 for a lane not named"),
+        "lane_multiplier": Option(3, min=1, max=20, help="client fusion: each lane fetches k x this many candidates"),
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:

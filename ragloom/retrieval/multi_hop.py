@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import RagloomError
+from ragloom.options import Option
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
 from ragloom.retrieval.graph_rag import graph_snapshot, query_names
-from ragloom.retrieval.options import Option
 from ragloom.types import RetrievedItem
 
 
@@ -41,12 +41,14 @@ class MultiHopRetriever(Retriever):
         "max_rounds": Option(2, min=1, max=5, help="retrieval rounds (1 = the lane alone)"),
         "bridge_chunks": Option(3, min=1, max=50, help="best results whose entities are bridge candidates"),
         "bridges": Option(3, min=1, max=50, help="bridge entities re-queried per round"),
-        "first_weight": Option(2.0, min=0.0, help="RRF weight of the first round (each later query weighs 1)"),
+        "first_weight": Option(2.0, min=0.0, max=100.0,
+                               help="RRF weight of the first round (each later query weighs 1)"),
         "lane": Option("hybrid", choices=lanes.LANES, help="the lane every round runs"),
         "alpha": Option(0.5, min=0.0, max=1.0, help="lane=hybrid: 0 = BM25 only, 1 = vector only"),
         "fusion_type": Option("relative_score", choices=lanes.HYBRID_FUSION_TYPES,
                               help="lane=hybrid: how Weaviate fuses its BM25 and vector scores"),
-        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, help="the k in weight / (rrf_k + rank) fusing the rounds"),
+        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, max=10_000,
+                        help="the k in weight / (rrf_k + rank) fusing the rounds"),
         "lane_multiplier": Option(3, min=1, max=50, help="each query fetches k x this many candidates"),
         "max_hops": Option(0, min=0, max=5, help="with a language model configured: follow-up queries it writes "
                            "from the best results so far, after the bridge rounds; 0 = off (each hop is a model call)"),

@@ -11,9 +11,9 @@ from typing import Any
 from ragloom.errors import RagloomError
 from ragloom.filters import Condition
 from ragloom.indexing.summaries import summary_collection
+from ragloom.options import Option
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
-from ragloom.retrieval.options import Option
 from ragloom.types import RetrievedItem
 
 SECTION_CHUNKS = "meta_section_chunks"  # a summary object's chunk ids (metadata "section_chunks" as stored)
@@ -33,12 +33,13 @@ class RaptorRetriever(Retriever):
         "sections": Option(5, min=1, max=50, help="section summaries retrieved first"),
         # measured on MuSiQue (100) and ObliQA (150): rrf at weight 1 lost 0.016 and 0.092 passage nDCG@10 to
         # hybrid; weighted at 0.3 is within 0.012 of it on both (README, RAPTOR-lite)
-        "section_weight": Option(0.3, min=0.0, help="fusion weight of the sections' chunks (direct matches weigh 1)"),
+        "section_weight": Option(0.3, min=0.0, max=100.0,
+                                 help="fusion weight of the sections' chunks (direct matches weigh 1)"),
         "lane": Option("hybrid", choices=lanes.LANES, help="the lane every query runs"),
         "alpha": Option(0.5, min=0.0, max=1.0, help="lane=hybrid: 0 = BM25 only, 1 = vector only"),
         "fusion": Option("weighted", choices=("rrf", "weighted"),
                          help="how the two chunk lists are fused: rrf (ranks) or weighted (min-max scores)"),
-        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, help="fusion=rrf: the k in weight / (rrf_k + rank)"),
+        "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, max=10_000, help="fusion=rrf: the k in weight / (rrf_k + rank)"),
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:

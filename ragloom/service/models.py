@@ -7,23 +7,30 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragloom.dynamic import MAX_TEXT_CHARS, MAX_TTL_SECONDS
-from ragloom.retrieval.base import MAX_K, MAX_QUERY_CHARS
+from ragloom.query import MAX_TOKEN_BUDGET
+from ragloom.retrieval import available_strategies
+from ragloom.retrieval.query import MAX_K, MAX_QUERY_CHARS
 
 
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="the question or search text")
-    strategy: str = Field("hybrid", description="dense | bm25 | hybrid | graph_rag | hierarchical")
+    strategy: str = Field("hybrid", description=" | ".join(available_strategies()) + "; another name is a 400 "
+                                                "unless unknown_strategy is fallback")
+    unknown_strategy: Literal["error", "fallback"] = Field("error", description="fallback: an unknown strategy "
+                                                           "runs dense, with a warning in the result")
     k: int = Field(5, ge=1, le=MAX_K)
     chunking: str | None = Field(None, description="whose collection: recursive | semantic | hierarchical | "
                                                    "headered; default: the strategy's own")
     filters: dict[str, Any] | None = Field(None, description="metadata filter (the filter language)")
     scope: str | None = Field(None, description="tenant/user[/chat[/agent]] inside the key's own; default: the "
                                                 "key's scope")
-    namespaces: list[str] | None = Field(None, description="only documents of these namespaces; default: all")
+    namespaces: list[str] | None = Field(None, description="only documents of these namespaces; default: all; "
+                                                           "an empty list skips retrieval")
     exclude_dynamic: bool = Field(False, description="leave out injected (dynamic) items")
-    options: dict[str, Any] = Field(default_factory=dict, description="strategy and post-processing options")
+    options: dict[str, Any] = Field(default_factory=dict, description="strategy and post-processing options, each "
+                                    "checked against its declaration (GET /v1/strategies lists them)")
 
 
 class Span(BaseModel):
@@ -105,8 +112,12 @@ class AskRequest(QueryRequest):
 
     generation: str | None = Field(None, description="simple | cot | reflect; default RAGLOOM_LLM_GENERATION")
     transforms: list[str] | None = Field(None, description="query transforms; default RAGLOOM_LLM_TRANSFORMS")
-    token_budget: int | None = Field(None, ge=100, le=32_000, description="context tokens for the model")
+    token_budget: int | None = Field(None, ge=100, le=MAX_TOKEN_BUDGET, description="context tokens for the model")
     use_cache: bool = True
+    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per transform, its "
+                                                         "options (bounded), e.g. {\"multi_query\": {\"n\": 4}}")
+    generation_options: dict[str, Any] = Field(default_factory=dict, description="the generation strategy's "
+                                               "options (bounded), e.g. {\"rounds\": 2} for reflect")
 
 
 class AskResponse(BaseModel):

@@ -6,21 +6,15 @@ from fastapi import APIRouter, Request
 
 from ragloom.service.auth import CallerDep
 from ragloom.service.models import AskRequest, AskResponse
-from ragloom.service.routers.query import check_options
+from ragloom.service.routers.query import to_query
 
 router = APIRouter(prefix="/v1", tags=["ask"])
 
 
 @router.post("/ask", response_model=AskResponse, summary="Answer with citations from the caller's scope")
 async def ask(body: AskRequest, request: Request, who: CallerDep) -> AskResponse:
-    check_options(body.options)
-    scope = who.narrow(body.scope)
     rag = request.app.state.rag
-    answer = await rag.run_blocking(
-        rag.ask, body.query, strategy=body.strategy, k=body.k, filters=body.filters, scope=scope,
-        chunking=body.chunking, transforms=body.transforms, generation=body.generation,
-        token_budget=body.token_budget, use_cache=body.use_cache, exclude_dynamic=body.exclude_dynamic,
-        namespaces=body.namespaces, **body.options)
+    answer = await rag.run_blocking(rag.ask, to_query(body, who))
     request.app.state.metrics.observe_adaptive(answer.retrieval)  # an adaptive retrieval counts as /v1/query's
     out = answer.to_dict()
     keys = ("question", "answer", "citations", "context", "abstained", "abstain_reason", "model_configured",

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 
 from ragloom.dynamic import DYNAMIC
+from ragloom.query import parse_query
+from ragloom.retrieval.query import Query
 from ragloom.service.auth import Caller, CallerDep
 from ragloom.service.models import QueryRequest, QueryResponse, ResultItem, Span
 from ragloom.types import HEADING_SEPARATOR, RetrievalResult, RetrievedItem
 
 router = APIRouter(prefix="/v1", tags=["query"])
-REQUEST_FIELDS = {"text", "query", "question", "strategy", "k", "filters", "scope", "chunking", "exclude_dynamic",
-                  "namespaces", "options", "generation", "transforms", "token_budget", "use_cache", "on_token"}
 _CORE = ("title", "source_path", "start", "end", "scope_path", "scope_tenant", "scope_user", "scope_chat",
          "scope_agent", "vector")
 
@@ -43,30 +43,28 @@ def result_body(result: RetrievalResult) -> QueryResponse:
     return QueryResponse(query=result.query, items=[item_body(i) for i in result.items], metadata=result.metadata)
 
 
-def check_options(options: dict[str, Any]) -> None:
-    """Options are the strategies' own; the request's fields (scope above all) cannot be given again in them."""
-    clash = sorted(set(options) & REQUEST_FIELDS)
-    if clash:
-        raise HTTPException(400, f"options {clash} are request fields, not options")
+def to_query(body: QueryRequest, who: Caller) -> Query:
+    """The request as a typed ``Query`` through the one parser, its scope narrowed to the caller's."""
+    fields = body.model_dump(exclude={"query", "scope"})
+    return parse_query(fields, text=body.query, scope=who.narrow(body.scope))
 
 
 async def run_query(request: Request, who: Caller, body: QueryRequest) -> RetrievalResult:
     """The query, narrowed to the caller's scope, with its metrics recorded."""
-    check_options(body.options)
-    scope = who.narrow(body.scope)
     state = request.app.state
-    result = await state.rag.aquery(body.query, strategy=body.strategy, k=body.k, filters=body.filters,
-                                    scope=scope, chunking=body.chunking, exclude_dynamic=body.exclude_dynamic,
-                                    namespaces=body.namespaces, **body.options)
-    meta: dict[str, Any] = result.metadata
-    strategy = str(meta.get("strategy", body.strategy))
-    state.metrics.query_seconds.observe(meta.get("timings_ms", {}).get("total", 0.0) / 1000, strategy)
-    if meta.get("fallbacks"):
-        state.metrics.fallbacks.inc(strategy)
-    if meta.get("abstained"):
-        state.metrics.abstentions.inc(strategy)
-    state.metrics.observe_adaptive(meta)
+    result = await state.rag.aquery(to_query(body, who))
+    record_query(state.metrics, result.metadata, body.strategy)
     return result
+
+
+def record_query(metrics: Any, meta: dict[str, Any], asked: str) -> None:
+    strategy = str(meta.get("strategy", asked))
+    metrics.query_seconds.observe(meta.get("timings_ms", {}).get("total", 0.0) / 1000, strategy)
+    if meta.get("fallbacks"):
+        metrics.fallbacks.inc(strategy)
+    if meta.get("abstained"):
+        metrics.abstentions.inc(strategy)
+    metrics.observe_adaptive(meta)
 
 
 @router.post("/query", response_model=QueryResponse, summary="Retrieve chunks within the caller's scope")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragloom.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
+from ragloom.errors import QueryError, ConfigError, LLMError, LLMOutputError, LLMUnavailableError
 from ragloom.llm import AnswerCache, LLMClient, cache_key, parse_citations, prompts
 from ragloom.llm.answer import AnswerCitation, build_context, confidence, map_citations
 from ragloom.llm.expand import Expansion
@@ -266,8 +266,10 @@ def test_llm_transforms_without_a_model_are_skipped_not_crashing() -> None:
     assert out.queries == [] and "no language model" in out.error
     with pytest.raises(ConfigError):
         get_transform("nope", None)
-    with pytest.raises(ConfigError):
+    with pytest.raises(QueryError, match="unknown option 'm'"):
         get_transform("multi_query", None, m=3)
+    with pytest.raises(QueryError, match="n takes integer 1 to 8"):  # bounded: a request sets it
+        get_transform("multi_query", None, n=10**9)
     with pytest.raises(ConfigError):
         Expansion(["hyde", "unknown"], None)
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from ragloom.errors import RerankError, RetrievalError
+from ragloom.options import Option
 from ragloom.retrieval import RetrievalContext, Retriever, SearchRequest, get_retriever, register_retrieval_strategy
-from ragloom.retrieval.options import Option
 from ragloom.retrieval.rerank import (
     CrossEncoderReranker,
     OnnxCrossEncoderReranker,

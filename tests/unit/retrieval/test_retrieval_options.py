@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ragloom.errors import RetrievalError
+from ragloom.options import parse_option_pairs
 from ragloom.retrieval import (
     POSTPROCESS_OPTIONS,
     Option,
@@ -14,7 +15,6 @@ from ragloom.retrieval import (
     get_retriever,
     strategy_class,
 )
-from ragloom.retrieval.options import parse_option_pairs
 
 
 @pytest.fixture
@@ -46,13 +46,13 @@ def test_unknown_strategy_name_lists_the_registered_ones():
     ("hybrid", {"lanes": []}, r"at least 1"),
     ("hybrid", {"lanes": ["sparse"]}, "lanes="),
     ("hybrid", {"lanes": "dense"}, "lanes='dense'"),
-    ("hybrid", {"lane_multiplier": 0}, "lane_multiplier takes integer >= 1"),
-    ("hybrid", {"rrf_k": -1}, "rrf_k takes integer >= 0"),
-    ("hybrid", {"weights": [1, 2]}, "weights takes a JSON object or null"),
+    ("hybrid", {"lane_multiplier": 0}, "lane_multiplier takes integer 1 to 20"),
+    ("hybrid", {"rrf_k": -1}, "rrf_k takes integer 0 to 10000"),
+    ("hybrid", {"weights": [1, 2]}, "weights takes a JSON object of name: number 0 to 100 or null"),
     ("hierarchical", {"merge_threshold": 0.0}, "merge_threshold takes number > 0 and <= 1"),
     ("hierarchical", {"expand": "section"}, "expand takes none | parent | document"),
     ("hierarchical", {"lane": "bm25"}, "lane takes dense | hybrid"),
-    ("hierarchical", {"level_top_k": {"section": 0}}, "level_top_k takes a JSON object of name: integer >= 1"),
+    ("hierarchical", {"level_top_k": {"section": 0}}, "level_top_k takes a JSON object of name: integer 1 to 200"),
     ("hierarchical", {"level_top_k": [10, 30]}, "level_top_k="),
     ("hierarchical", {"score_threshold": {"child": "high"}}, "score_threshold takes a JSON object of name: any number"),
     ("hierarchical", {"constrain_by": "parent"}, "constrain_by takes none | previous | all"),

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from vector_helpers import unit
 
-from ragloom.errors import FilterError, RetrievalError
+from ragloom.errors import QueryError, FilterError, RetrievalError
 from ragloom.retrieval import (
     DenseRetriever,
     Option,
@@ -74,13 +74,9 @@ def test_registration_refuses_duplicates_and_non_retrievers():
     assert "test_decorated" in available_strategies() and Decorated.name == "test_decorated"
 
 
-def test_unknown_strategy_falls_back_to_dense_with_a_warning(context):
-    retriever = get_retriever("no_such_strategy", context, alpha=0.3, dedup=False)
-    assert isinstance(retriever, DenseRetriever)
-    assert retriever.requested == "no_such_strategy"
-    assert "no_such_strategy" in retriever.warnings[0] and "alpha" in retriever.warnings[0]
-    assert retriever.fallbacks == ["no_such_strategy->dense: unknown strategy"]
-    assert retriever.options["dedup"] is False  # options dense understands are kept
+def test_unknown_strategy_is_an_error_naming_the_known_ones(context):
+    with pytest.raises(QueryError, match="unknown retrieval strategy 'no_such_strategy'; choose from .*dense"):
+        get_retriever("no_such_strategy", context, alpha=0.3)
 
 
 def test_search_ranks_and_fills_metadata(context):

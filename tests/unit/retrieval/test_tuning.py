@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ragloom.errors import RetrievalError
+from ragloom.options import Option
 from ragloom.retrieval import (
     RetrievalContext,
     Retriever,
@@ -18,7 +19,6 @@ from ragloom.retrieval import (
     get_retriever,
     register_retrieval_strategy,
 )
-from ragloom.retrieval.options import Option
 from ragloom.retrieval.postprocess import cap_per_document, neighbour_boost, replace_by_parents
 from ragloom.types import RetrievedItem
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from ragloom import dynamic
 from ragloom.embedding.base import Embedder
 from ragloom.embedding.batching import CoalescingEmbedder
-from ragloom.errors import ConfigError, FilterError, ScopeError
+from ragloom.errors import ConfigError, ScopeError
+from ragloom.filters import MATCHES_NOTHING, Condition, Not
 from ragloom.parsing.sources import scope_from_upload_path
 from ragloom.service import intake
 from ragloom.service.auth import Caller, RateLimiter
@@ -143,27 +144,17 @@ def test_bad_injections_are_refused(kwargs):
         dynamic.build_chunks(args.pop("text"), args.pop("scope"), ["recursive"], **args)
 
 
-def test_visibility_filter_only_names_fields_that_exist():
+def test_visibility_nodes_only_name_fields_that_exist():
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    assert dynamic.visibility_filter({}, exclude_dynamic=True, now=now) == {}
+    assert dynamic.visibility_nodes({}, exclude_dynamic=True, now=now) == ()
     both = {"meta_dynamic": "BOOL", "meta_expires_at": "DATE", "meta_namespace": "TEXT"}
-    out = dynamic.visibility_filter(both, exclude_dynamic=True, namespaces=["a"], now=now)
-    assert out == {"expires_at": {"not": {"lt": now.isoformat()}}, "dynamic": {"not": True}, "namespace": ["a"]}
-    assert dynamic.visibility_filter({}, namespaces=["a"])["namespace"] != ["a"]  # nothing has one: no match
-    with pytest.raises(FilterError):
-        dynamic.visibility_filter(both, namespaces=[])
-
-
-def test_merge_filters():
-    assert dynamic.merge_filters(None, {}) is None
-    assert dynamic.merge_filters('{"year": 2020}', {"dynamic": {"not": True}}) == {
-        "year": 2020, "dynamic": {"not": True}}
-    with pytest.raises(FilterError):
-        dynamic.merge_filters({"dynamic": True}, {"dynamic": {"not": True}})
-    with pytest.raises(FilterError):
-        dynamic.merge_filters("{not json", {"dynamic": {"not": True}})
-    with pytest.raises(FilterError):
-        dynamic.merge_filters("[1]", {"a": 1})
+    out = dynamic.visibility_nodes(both, exclude_dynamic=True, namespaces=["a"], now=now)
+    assert out == (Not(Condition("expires_at", "meta_expires_at", "lt", now)),
+                   Not(Condition("dynamic", "meta_dynamic", "eq", True)),
+                   Condition("namespace", "meta_namespace", "in", ["a"]))
+    # namespaces asked for while no chunk has one: a node that matches nothing, never an error (the old
+    # "\x00none" placeholder was refused by the filter language: a 400 that told a caller no tenant had any)
+    assert dynamic.visibility_nodes({}, namespaces=["a"]) == (MATCHES_NOTHING,)
 
 
 # uploads -------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragloom.errors import RetrievalError
+from ragloom.errors import QueryError, RetrievalError
 
 _KINDS = (bool, int, float, str, tuple, dict)
 _TRUE = ("true", "yes", "on", "1")
@@ -94,8 +94,8 @@ class Option:
                 raise self._error(owner, name, whole)
         return value
 
-    def _error(self, owner: str, name: str, value: Any) -> RetrievalError:
-        return RetrievalError(f"{owner}: option {name}={value!r} is not allowed; {name} takes {self.allowed()}")
+    def _error(self, owner: str, name: str, value: Any) -> QueryError:
+        return QueryError(f"{owner}: option {name}={value!r} is not allowed; {name} takes {self.allowed()}")
 
     # describing -----------------------------------------------------------------------------------------
     def allowed(self) -> str:
@@ -191,9 +191,13 @@ def check_options(owner: str, declared: Mapping[str, Option], given: Mapping[str
     for name, value in given.items():
         option = declared.get(name)
         if option is None:
-            raise RetrievalError(f"{owner}: unknown option {name!r}; options: {', '.join(sorted(declared))}")
+            raise QueryError(f"{owner}: unknown option {name!r:.80}; options: {', '.join(sorted(declared)) or 'none'}")
         out[name] = option.check(owner, name, value)
     return out
+
+
+def option_defaults(declared: Mapping[str, Option]) -> dict[str, Any]:
+    return {name: option.default for name, option in declared.items()}
 
 
 def parse_option_pairs(owner: str, declared: Mapping[str, Option], pairs: Sequence[str]) -> dict[str, Any]:
@@ -203,9 +207,9 @@ def parse_option_pairs(owner: str, declared: Mapping[str, Option], pairs: Sequen
         name, sep, text = pair.partition("=")
         name = name.strip()
         if not sep or not name:
-            raise RetrievalError(f"{owner}: option {pair!r} should look like key=value")
+            raise QueryError(f"{owner}: option {pair!r:.80} should look like key=value")
         option = declared.get(name)
         if option is None:
-            raise RetrievalError(f"{owner}: unknown option {name!r}; options: {', '.join(sorted(declared))}")
+            raise QueryError(f"{owner}: unknown option {name!r:.80}; options: {', '.join(sorted(declared)) or 'none'}")
         out[name] = option.parse(owner, name, text)
     return out
