@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragloom.errors import ConfigError
@@ -242,6 +242,8 @@ class Settings:
     service_workers: int = 8  # RAGLOOM_SERVICE_WORKERS: threads running blocking store and model calls
     service_sweep_seconds: int = 30  # RAGLOOM_SERVICE_SWEEP_SECONDS: how often expired injected items go
     service_keys_file: Path | None = None  # RAGLOOM_SERVICE_KEYS_FILE, default <data_dir>/service/keys.json
+    # the adaptive strategy's trained router: a file inside the artifacts folder (never a request's choice)
+    router_model: str = "router/model.skops"  # RAGLOOM_ROUTER_MODEL, relative to RAGLOOM_ARTIFACTS_DIR
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -310,6 +312,10 @@ class Settings:
         for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_sweep_seconds"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
+        router = PurePosixPath(self.router_model.replace("\\", "/"))
+        if not self.router_model.strip() or router.is_absolute() or ".." in router.parts:
+            raise ConfigError(f"RAGLOOM_ROUTER_MODEL={self.router_model!r}: a file inside the artifacts folder "
+                              "(relative, no '..'), e.g. router/model.skops")
         if self.executor not in EXECUTORS:
             raise ConfigError(f"RAGLOOM_EXECUTOR={self.executor!r}: choose {', '.join(EXECUTORS)}")
         for name in ("weaviate_write_consistency", "weaviate_read_consistency"):
@@ -344,6 +350,11 @@ class Settings:
     @property
     def resolved_uploads_dir(self) -> Path:
         return self.uploads_dir or self.data_dir / _UNDER_DATA_DIR["uploads_dir"]
+
+    @property
+    def resolved_router_model(self) -> Path:
+        """The trained router's file: RAGLOOM_ROUTER_MODEL inside the artifacts folder (validate keeps it there)."""
+        return self.artifacts_dir / self.router_model
 
     @property
     def resolved_keys_file(self) -> Path:

@@ -1,0 +1,112 @@
+"""The findings of the adversarial probe of the service (issue #28), each as a test over the real stores: a request
+that names a file for the server to load, promotion across users, and the low-severity findings (keys in access
+logs, nested reserved metadata, upload permissions, the namespaces placeholder, raw store errors, dot-scopes,
+temporary files of refused multipart uploads, /metrics, failed-authentication limits), ending with one table of
+hostile inputs and the answers they must get.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import uuid
+from pathlib import Path
+
+import pytest
+from service_harness import running_service
+
+from ragloom.routing.features import FEATURE_NAMES, FEATURE_VERSION
+from ragloom.types import sha256_hex
+
+
+@pytest.fixture(scope="module")
+def service(settings, module_weaviate_store_factory, module_neo4j_store_factory, tmp_path_factory):
+    tag = uuid.uuid4().hex[:8]
+    vectors, graph = module_weaviate_store_factory(f"Sec{tag}"), module_neo4j_store_factory(f"sec_{tag}")
+    with running_service(settings, vectors, graph, tmp_path_factory.mktemp("security")) as harness:
+        yield harness
+
+
+def error_of(page: str) -> str:
+    """The playground's error paragraph."""
+    start = page.find('<p class="error">')
+    return page[start:page.find("</p>", start)] if start >= 0 else page
+
+
+def headers(key) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key.key}"}
+
+
+# --- finding 1: a request chose a file for the server to unpickle ---------------------------------------------
+
+
+class Planted:
+    """Unpickling this writes a marker file: proof that the server ran code a request chose."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "unpickled"))
+
+
+def plant_router(folder: Path) -> tuple[Path, Path]:
+    """A pickle and the card the old loader checked it against, in a folder any local user could write."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / "marker.txt"
+    blob = pickle.dumps(Planted(marker))
+    model = folder / "evil.pkl"
+    model.write_bytes(blob)
+    model.with_suffix(".json").write_text(json.dumps({
+        "feature_version": FEATURE_VERSION, "feature_names": list(FEATURE_NAMES), "strategies": ["dense", "bm25"],
+        "model_sha256": sha256_hex(blob)}))
+    return model, marker
+
+
+def test_no_request_names_a_model_file_at_any_door(service, tmp_path, report):
+    model, marker = plant_router(tmp_path / "planted")
+    key = service.tenant_key(0, "u0")
+    answers = {}
+    for path in (str(model), "/etc/passwd", str(service.settings.resolved_keys_file), str(tmp_path / "absent.pkl")):
+        options = {"router": "learned", "router_model": path}
+        body = {"query": f"{service.layout.canary[key.scope.path]} budget", "strategy": "adaptive", "options": options}
+        for door, response in (
+                ("query", service.client.post("/v1/query", json=body, headers=headers(key))),
+                ("ask", service.client.post("/v1/ask", json=body, headers=headers(key))),
+                ("playground", service.client.post("/", data={"key": key.key, "query": body["query"],
+                                                              "strategy": "adaptive",
+                                                              "options": json.dumps(options)}))):
+            # the playground echoes the form (the caller's own input) around its error: judge the error alone
+            text = error_of(response.text) if door == "playground" else response.text
+            answers[(door, path)] = (response.status_code, text)
+            assert response.status_code == 400, (door, path, response.status_code, response.text[:300])
+            assert "router_model" in text  # the normal unknown-option answer
+            for server_path in (str(tmp_path), "/etc", str(service.root), str(service.settings.artifacts_dir)):
+                assert server_path not in text, (door, path, text[:300])
+    assert not marker.exists(), "the server unpickled a file a request named"
+    # no file-existence oracle: a present file, an absent one and a secret one get the same answer per door
+    for door in ("query", "ask", "playground"):
+        texts = {answers[(door, p)][1].replace(p, "") for p in
+                 (str(model), "/etc/passwd", str(service.settings.resolved_keys_file), str(tmp_path / "absent.pkl"))}
+        assert len(texts) == 1, (door, texts)
+    report(requests=len(answers), statuses=sorted({s for s, _ in answers.values()}))
+
+
+def test_the_configured_router_loads_without_pickle_and_refuses_a_pickle(service, tmp_path):
+    """The router loads only from RAGLOOM_ROUTER_MODEL in the artifacts folder, with skops; a pickle placed there
+    (by anyone who can write the folder) is refused without running it, and the refusal names no path."""
+    import dataclasses
+
+    from ragloom.routing import LearnedRouter, RouterError
+
+    settings = dataclasses.replace(service.settings, artifacts_path=tmp_path / "artifacts")
+    target = settings.resolved_router_model
+    target.parent.mkdir(parents=True)
+    planted, marker = plant_router(tmp_path / "planted")
+    target.write_bytes(planted.read_bytes())
+    target.with_suffix(".json").write_text(planted.with_suffix(".json").read_text())
+    with pytest.raises(RouterError) as refused:
+        LearnedRouter.load(target)
+    assert not marker.exists() and str(tmp_path) not in str(refused.value)
+    source = "\n".join(p.read_text() for p in Path(__file__).resolve().parents[2].joinpath("ragloom").rglob("*.py"))
+    assert "pickle.load" not in source and "import pickle" not in source
