@@ -110,3 +110,53 @@ def test_the_configured_router_loads_without_pickle_and_refuses_a_pickle(service
     assert not marker.exists() and str(tmp_path) not in str(refused.value)
     source = "\n".join(p.read_text() for p in Path(__file__).resolve().parents[2].joinpath("ragloom").rglob("*.py"))
     assert "pickle.load" not in source and "import pickle" not in source
+
+
+# --- finding 2: a user-level admin key promoted another user's private document ---------------------------------
+
+
+def test_admin_keys_are_tenant_wide_and_promotion_stays_inside_the_admins_tenant(service):
+    import json as json_
+
+    from ragloom.errors import ConfigError
+    from ragloom.service.keys import KeyStore
+
+    store = KeyStore(service.settings.resolved_keys_file)
+    with pytest.raises(ConfigError, match="tenant-wide"):
+        store.create("acme", "bob", admin=True)
+    # a user-level admin record written into the keys file by hand is no admin either
+    tenant, layout = service.tenant_key(0, "u1").tenant, service.layout
+    key, record = store.create(tenant, "u1")
+    raw = json_.loads(service.settings.resolved_keys_file.read_text())
+    for r in raw["keys"]:
+        if r["key_id"] == record.key_id:
+            r["admin"] = True
+    service.settings.resolved_keys_file.write_text(json_.dumps(raw))
+    alice_private = next(d for d, p in layout.documents.items() if p == f"{tenant}/u0/c0/a0")
+    refused = service.client.post("/v1/admin/promote", json={"document_id": alice_private, "to": "tenant"},
+                                  headers={"Authorization": f"Bearer {key}"})
+    assert refused.status_code == 403, refused.text
+    # still private: u1's plain key does not read it
+    u1 = service.tenant_key(0, "u1")
+    body = {"query": f"{layout.canary[f'{tenant}/u0/c0/a0']} {layout.canary[f'{tenant}/u1']}", "strategy": "bm25",
+            "k": 20, "options": {"abstain": False}}
+    got = service.client.post("/v1/query", json=body, headers=headers(u1))
+    assert got.status_code == 200 and layout.canary[f"{tenant}/u0/c0/a0"] not in got.text.replace(body["query"], "")
+
+
+def test_promotion_to_shared_takes_only_the_tenants_own_documents(service):
+    layout = service.layout
+    admin = service.tenant_key(1, "admin")
+    tenant = admin.tenant
+    private = next(d for d, p in layout.documents.items() if p == f"{tenant}/u1/c0")
+    other_tenant = next(d for d, p in layout.documents.items() if p.startswith(service.tenant_key(0, "admin").tenant))
+    post = lambda doc, to: service.client.post("/v1/admin/promote", json={"document_id": doc, "to": to},  # noqa: E731
+                                               headers=headers(admin))
+    assert post(other_tenant, "tenant").status_code == 404
+    assert post(other_tenant, "shared").status_code == 404
+    direct = post(private, "shared")
+    assert direct.status_code == 409 and "tenant first" in direct.json()["detail"], direct.text
+    # the deliberate two steps: to the tenant, then to __shared__
+    assert post(private, "tenant").json()["to_scope"] == tenant
+    assert post(private, "shared").json()["to_scope"] == "__shared__"
+    layout.documents[private] = "__shared__"
