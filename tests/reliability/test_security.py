@@ -160,3 +160,38 @@ def test_promotion_to_shared_takes_only_the_tenants_own_documents(service):
     assert post(private, "tenant").json()["to_scope"] == tenant
     assert post(private, "shared").json()["to_scope"] == "__shared__"
     layout.documents[private] = "__shared__"
+
+
+# --- finding 5 and the hostile-input table ------------------------------------------------------------------------
+# Each row: (name, key to send: a principal name or None, method, path, request keywords, the status it must get,
+# text the answer must not hold). "{chat}" in a path or body is the caller's own chat scope.
+
+HOSTILE = [
+    ("nested reserved metadata", "u0", "POST", "/v1/inject",
+     {"json": {"text": "a note", "scope": "{chat}", "metadata": {"_": {"namespace": "payroll"}}}}, 400, ()),
+    ("nested reserved title", "u0", "POST", "/v1/inject",
+     {"json": {"text": "a note", "scope": "{chat}", "metadata": {"_": {"Title": "forged"}}}}, 400, ()),
+]
+
+
+def fill(value, chat: str):
+    if isinstance(value, str):
+        return value.replace("{chat}", chat)
+    if isinstance(value, dict):
+        return {k: fill(v, chat) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill(v, chat) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("name,who,method,path,kwargs,status,absent", HOSTILE, ids=[row[0] for row in HOSTILE])
+def test_hostile_inputs_get_their_answer(service, name, who, method, path, kwargs, status, absent):
+    key = service.tenant_key(0, who) if who else None
+    chat = f"{key.scope.path}/c0" if key and key.user else ""
+    sent = {k: fill(v, chat) for k, v in kwargs.items()}
+    if key:
+        sent["headers"] = {**sent.get("headers", {}), **headers(key)}
+    response = service.client.request(method, fill(path, chat), **sent)
+    assert response.status_code == status, (name, response.status_code, response.text[:300])
+    for text in (*absent, str(service.root)):
+        assert text not in response.text, (name, text)
