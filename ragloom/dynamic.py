@@ -28,6 +28,9 @@ EXPIRES_AT = "expires_at"
 INJECTED_AT = "injected_at"
 NAMESPACE = "namespace"
 RESERVED_KEYS = (DYNAMIC, EXPIRES_AT, INJECTED_AT, NAMESPACE, "title", "source_path")
+# MATCHES_NOTHING in the filter language (every chunk has a document id): namespaces asked for before any chunk
+# of the collection has one
+NOTHING = {"document_id": ""}
 MAX_TEXT_CHARS = 8000  # one chunk: the embedding model reads ~256 tokens of it, the rest is returned as text
 MAX_TTL_SECONDS = 366 * 24 * 3600
 ITEM_PREFIX = "dyn-"
@@ -121,7 +124,9 @@ def visibility_filter(property_types: Mapping[str, str] | None, *, exclude_dynam
         names = [str(n) for n in namespaces]
         if not names:
             raise FilterError("namespaces: give at least one, or leave it out for all")
-        out[NAMESPACE] = names if _has(property_types, NAMESPACE) else ["\x00none"]  # no chunk has any yet
+        if not _has(property_types, NAMESPACE):  # no chunk has a namespace yet: nothing can match
+            return dict(NOTHING)
+        out[NAMESPACE] = names
     return out
 
 
@@ -137,6 +142,10 @@ def merge_filters(user: Mapping[str, Any] | str | None, extra: Mapping[str, Any]
         parse_filters(user)  # raises the language's own error for a non-object
     if not extra:
         return dict(user) if user else None
+    if extra == NOTHING:  # ANDed with nothing, any filter matches nothing; a malformed one is still an error
+        if user:
+            parse_filters(user)
+        return dict(NOTHING)
     clash = sorted(set(user or {}) & set(extra))
     if clash:
         raise FilterError(f"filter fields {clash} are set by the query's own options (exclude_dynamic, namespaces)")

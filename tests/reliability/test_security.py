@@ -174,6 +174,19 @@ HOSTILE = [
 ]
 
 
+HOSTILE += [
+    # a valid request before any chunk has a namespace: no match, not a 400 that says whether another tenant has one
+    ("namespaces before any namespaced data", "u0", "POST", "/v1/query",
+     {"json": {"query": "Helios budget review", "strategy": "bm25", "namespaces": ["payroll"]}}, 200, ("CANARY",)),
+    ("namespaces with a filter, before any namespaced data", "u0", "POST", "/v1/query",
+     {"json": {"query": "Helios budget review", "strategy": "hybrid", "namespaces": ["payroll"],
+               "filters": {"document_id": {"not": "x"}}}}, 200, ("CANARY",)),
+    ("namespaces with a malformed filter", "u0", "POST", "/v1/query",
+     {"json": {"query": "Helios budget review", "namespaces": ["payroll"], "filters": {"year": {"gt": "soon"}}}},
+     400, ()),
+]
+
+
 def fill(value, chat: str):
     if isinstance(value, str):
         return value.replace("{chat}", chat)
