@@ -187,6 +187,15 @@ HOSTILE += [
 ]
 
 
+HOSTILE += [
+    # hidden folders are never scanned: an upload there would stay queued forever
+    ("upload into a dot-scope", "u0", "POST", "/v1/documents?filename=a.md&scope={chat}/.hidden",
+     {"content": b"# hidden"}, 400, ()),
+    ("query in a dot-scope", "u0", "POST", "/v1/query", {"json": {"query": "x", "scope": "{chat}/.x"}}, 400, ()),
+    ("inject into a dot-scope", "u0", "POST", "/v1/inject", {"json": {"text": "x", "scope": "{chat}/.a"}}, 400, ()),
+]
+
+
 def fill(value, chat: str):
     if isinstance(value, str):
         return value.replace("{chat}", chat)
@@ -208,3 +217,4 @@ def test_hostile_inputs_get_their_answer(service, name, who, method, path, kwarg
     assert response.status_code == status, (name, response.status_code, response.text[:300])
     for text in (*absent, str(service.root)):
         assert text not in response.text, (name, text)
+
