@@ -218,3 +218,25 @@ def test_hostile_inputs_get_their_answer(service, name, who, method, path, kwarg
     for text in (*absent, str(service.root)):
         assert text not in response.text, (name, text)
 
+
+def test_uploads_are_private_files_in_private_folders(service):
+    import os
+    import stat
+
+    key = service.tenant_key(0, "u1")
+    old = os.umask(0o022)  # the usual umask, which made them 0644 / 0755
+    try:
+        r = service.client.post(f"/v1/documents?filename=memo.md&title=t&scope={key.scope.path}/c9/ag",
+                                content=b"# memo", headers=headers(key))
+    finally:
+        os.umask(old)
+    assert r.status_code == 202, r.text
+    uploads = service.settings.resolved_uploads_dir
+    written = [p for p in uploads.rglob("*") if r.json()["upload_id"] in p.name]
+    assert len(written) == 3  # the file, its sidecar, the record
+    modes = {str(p.relative_to(uploads)): stat.S_IMODE(p.stat().st_mode) for p in written}
+    assert set(modes.values()) == {0o600}, modes
+    folders = [uploads / key.tenant, uploads / key.tenant / key.user, uploads / key.tenant / key.user / "c9",
+               uploads / ".service"]
+    assert {str(f): oct(stat.S_IMODE(f.stat().st_mode)) for f in folders} == {str(f): "0o700" for f in folders}
+
