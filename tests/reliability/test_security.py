@@ -240,3 +240,24 @@ def test_uploads_are_private_files_in_private_folders(service):
                uploads / ".service"]
     assert {str(f): oct(stat.S_IMODE(f.stat().st_mode)) for f in folders} == {str(f): "0o700" for f in folders}
 
+
+def test_refused_multipart_uploads_leave_no_temporary_file_open(service):
+    """A refused form's parts are closed by the route, not left to the garbage collector's finalizer (which
+    says so with a ResourceWarning: until it runs, each is an open temporary file)."""
+    import gc
+    import warnings
+
+    key = service.tenant_key(0, "u0")
+    big = b"x" * 1_500_000  # over Starlette's in-memory spool: each part is a temporary file on disk
+    statuses = set()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for _ in range(4):
+            r = service.client.post("/v1/documents", files={"notfile": ("a.md", big)}, headers=headers(key))
+            statuses.add(r.status_code)
+            r = service.client.post("/v1/documents", files={"file": ("a.exe", big)}, headers=headers(key))
+            statuses.add(r.status_code)
+        gc.collect()
+    assert statuses == {400}, statuses
+    unclosed = [str(w.message) for w in caught if "TemporaryFile" in str(w.message)]
+    assert not unclosed, unclosed
