@@ -440,12 +440,13 @@ def _describe(filters: Any) -> Any:
 
 
 def store_call(request: SearchRequest, stage: str, fn: Callable[[], list[RetrievedItem]]) -> list[RetrievedItem]:
-    """Run one store query under a timed stage; a store failure becomes a RetrievalError naming the stage."""
+    """Run one store query under a timed stage; a store failure stays a StoreError (the server's fault, not the
+    request's: the service answers 503), now naming the stage."""
     with request.stage(stage):
         try:
             return fn()
         except StoreError as e:
-            raise RetrievalError(f"{stage}: {e}") from e
+            raise StoreError(f"{stage}: {e}") from e
 
 
 # registry --------------------------------------------------------------------------------------------------

@@ -17,27 +17,15 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragloom import dynamic
-from ragloom.errors import (
-    ConfigError,
-    FilterError,
-    LLMError,
-    ParseError,
-    RagloomError,
-    RetrievalError,
-    ScopeError,
-    StoreError,
-)
+from ragloom.errors import RagloomError
 from ragloom.service import docs
 from ragloom.service.auth import RateLimiter
+from ragloom.service.errors import public_error
 from ragloom.service.keys import KeyStore
 from ragloom.service.metrics import ServiceMetrics
 from ragloom.settings import Settings
 
 log = logging.getLogger("ragloom.service")
-
-# our errors -> HTTP status: bad input is the caller's (400), a store that fails is ours to report (503)
-STATUS = ((ScopeError, 400), (FilterError, 400), (RetrievalError, 400), (ConfigError, 400), (ParseError, 400),
-          (StoreError, 503), (LLMError, 502))
 
 
 class HttpMiddleware:
@@ -166,10 +154,9 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
 
     @app.exception_handler(RagloomError)
     async def ragloom_error(request: Request, exc: RagloomError) -> JSONResponse:
-        status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
-        if status >= 500:
-            log.warning("%s %s failed: %s: %s", request.method, _route_name(request.scope), type(exc).__name__, exc)
-        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status)
+        status, body = public_error(exc, f"{request.method} {_route_name(request.scope)}")
+        headers = {"X-Request-ID": body["request_id"]} if "request_id" in body else None
+        return JSONResponse(body, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -261,3 +261,39 @@ def test_refused_multipart_uploads_leave_no_temporary_file_open(service):
     assert statuses == {400}, statuses
     unclosed = [str(w.message) for w in caught if "TemporaryFile" in str(w.message)]
     assert not unclosed, unclosed
+
+
+def test_store_failures_reach_clients_as_a_generic_503_with_a_request_id(service, caplog):
+    """A Weaviate that fails (here: a client closed under the service) is a 503 naming a request id; Weaviate's
+    own text (collection names, client internals) is in the log under that id, not in the answer."""
+    import dataclasses
+    import logging
+
+    from fastapi.testclient import TestClient
+
+    from ragloom.api import Ragloom
+    from ragloom.service.app import create_app
+    from ragloom.stores.weaviate import WeaviateStore
+
+    broken = WeaviateStore.connect(service.settings)
+    broken.close()
+    rag = Ragloom(service.settings, vectors=broken, graph=service.rag.context.graph()[0],
+                  embedder=service.rag.context.embedder, nlp=service.rag.context.nlp, llm=None, hide_schema=True)
+    key = service.tenant_key(0, "u0")
+    settings = dataclasses.replace(service.settings)
+    with caplog.at_level(logging.WARNING, logger="ragloom.service"), \
+            TestClient(create_app(settings, rag=rag), raise_server_exceptions=False) as client:
+        answers = [client.post("/v1/query", json={"query": "Helios budget", "strategy": s}, headers=headers(key))
+                   for s in ("dense", "bm25", "hybrid", "graph_rag")]
+        answers.append(client.post("/v1/inject", json={"text": "x", "scope": f"{key.scope.path}/c0"},
+                                   headers=headers(key)))
+        page = client.post("/", data={"key": key.key, "query": "Helios budget", "strategy": "bm25"})
+    for r in answers:
+        assert r.status_code == 503, r.text
+        body = r.json()
+        assert body["request_id"] and r.headers["X-Request-ID"] == body["request_id"]
+        for raw in ("Weaviate", "weaviate", "closed", settings.collection_prefix, "Traceback"):
+            assert raw not in r.text, (raw, r.text)
+        assert any(body["request_id"] in m and "closed" in m.lower() for m in caplog.messages), caplog.messages
+    assert page.status_code == 503 and "request id" in error_of(page.text)
+    assert "Weaviate" not in error_of(page.text) and settings.collection_prefix not in error_of(page.text)

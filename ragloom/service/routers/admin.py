@@ -53,7 +53,8 @@ def promote_document(rag, strategies: list[str], document_id: str, owner: Scope,
         raise HTTPException(404, f"no document {document_id!r} below {target.path!r} in {owner.path!r}")
     graph, why = rag.context.graph()
     if graph is None:
-        raise HTTPException(503, f"promotion needs the graph store: {why}")
+        log.warning("promotion of %r refused: %s", document_id, why)
+        raise HTTPException(503, "promotion needs the graph store, which is unavailable")
     moved_graph = graph.rescope_document(document_id, sorted(sources), target.path)  # first: re-runnable
     where = combine(Condition("document_id", "document_id", "eq", document_id),
                     Condition("scope", "scope_path", "in", sorted(sources)))
