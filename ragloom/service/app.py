@@ -103,6 +103,21 @@ class Measure(HttpMiddleware):
                 self.metrics.errors.inc(str(status))
 
 
+class PathOnlyAccessLog(logging.Filter):
+    """uvicorn's access log lines with the path alone: a query string may carry a secret (a key sent as ``?key=``
+    is refused, but it was still written to the log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        # uvicorn's access record: (client address, method, path with query string, HTTP version, status)
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
+            record.args = (args[0], args[1], args[2].split("?", 1)[0], args[3], args[4])
+        return True
+
+
+ACCESS_LOG_FILTER = PathOnlyAccessLog()
+
+
 def _route_name(scope: Scope) -> str:
     """The matched route's path template (one label per route, whatever its parameters)."""
     return getattr(scope.get("route"), "path", "unmatched")
@@ -122,6 +137,7 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
             app.state.rag = await asyncio.to_thread(Ragloom, settings, coalesce_queries=True, hide_schema=True)
         else:
             app.state.rag = rag
+        logging.getLogger("uvicorn.access").addFilter(ACCESS_LOG_FILTER)  # after uvicorn configured its logging
         # models and stores loaded before the first request, once (lazy loads would race under concurrency)
         await app.state.rag.run_blocking(app.state.rag.warm, "graph_rag")
         sweeper = asyncio.create_task(_sweep_forever(app))

@@ -297,3 +297,38 @@ def test_store_failures_reach_clients_as_a_generic_503_with_a_request_id(service
         assert any(body["request_id"] in m and "closed" in m.lower() for m in caplog.messages), caplog.messages
     assert page.status_code == 503 and "request id" in error_of(page.text)
     assert "Weaviate" not in error_of(page.text) and settings.collection_prefix not in error_of(page.text)
+
+
+def test_query_strings_never_reach_the_access_log(service, caplog):
+    """A key sent in the URL is refused (401), and neither it nor any other query string is written to the access
+    log of a real uvicorn server."""
+    import logging
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+    from polling import free_port
+
+    from ragloom.service.app import create_app
+
+    key = service.tenant_key(0, "u0")
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(service.settings, rag=service.rag), host="127.0.0.1",
+                                          port=port, log_config=None, access_log=True))
+    thread = threading.Thread(target=server.run, daemon=True)
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            refused = httpx.get(f"http://127.0.0.1:{port}/healthz?key={key.key}&x=secret-probe", timeout=10)
+            query = httpx.post(f"http://127.0.0.1:{port}/v1/query?key={key.key}", json={"query": "x"}, timeout=30)
+        finally:
+            server.should_exit = True
+            thread.join(30)
+    assert refused.status_code == 200 and query.status_code == 401
+    lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.access"]
+    assert any("/healthz" in line for line in lines) and any("/v1/query" in line for line in lines), lines
+    assert not [line for line in lines if key.key in line or "secret-probe" in line or "?" in line], lines
