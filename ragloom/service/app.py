@@ -160,6 +160,7 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     app.state.settings = settings
     app.state.keys = KeyStore(settings.resolved_keys_file)
     app.state.limiter = RateLimiter(settings.service_rate_per_minute)
+    app.state.auth_failures = RateLimiter(settings.service_auth_failures_per_minute)
     app.state.metrics = ServiceMetrics()
     app.state.item_strategies = dynamic.item_strategies(settings.chunkings)
 

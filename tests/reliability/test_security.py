@@ -332,3 +332,43 @@ def test_query_strings_never_reach_the_access_log(service, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.access"]
     assert any("/healthz" in line for line in lines) and any("/v1/query" in line for line in lines), lines
     assert not [line for line in lines if key.key in line or "secret-probe" in line or "?" in line], lines
+
+
+def other_app(service, **overrides):
+    """The same stores and keys behind an app with other settings."""
+    import dataclasses
+
+    from fastapi.testclient import TestClient
+
+    from ragloom.service.app import create_app
+
+    return TestClient(create_app(dataclasses.replace(service.settings, **overrides), rag=service.rag),
+                      raise_server_exceptions=False)
+
+
+@pytest.mark.parametrize("host,setting,needs_key", [
+    ("127.0.0.1", "auto", False), ("::1", "auto", False), ("localhost", "auto", False),
+    ("0.0.0.0", "auto", True), ("10.1.2.3", "auto", True), ("ragloom.internal", "auto", True),
+    ("0.0.0.0", "open", False), ("127.0.0.1", "key", True)])
+def test_metrics_are_keyed_unless_the_service_binds_loopback(service, host, setting, needs_key):
+    key = service.tenant_key(1, "app")
+    with other_app(service, service_host=host, service_metrics=setting) as client:
+        anonymous = client.get("/metrics")
+        keyed = client.get("/metrics", headers=headers(key))
+        revoked = client.get("/metrics", headers=headers(service.tenant_key(1, "revoked")))
+    assert keyed.status_code == 200 and "ragloom_requests_total" in keyed.text
+    assert anonymous.status_code == (401 if needs_key else 200)
+    assert revoked.status_code == (401 if needs_key else 200)
+
+
+def test_failed_authentication_is_limited_per_client_address(service):
+    good = service.tenant_key(0, "u0")
+    with other_app(service, service_auth_failures_per_minute=5) as client:
+        bad = [client.post("/v1/query", json={"query": "x"}, headers={"Authorization": f"Bearer rlk_{i:012x}_nope"})
+               for i in range(8)]
+        playground = client.post("/", data={"key": "rlk_guess_guess", "query": "x"})
+        still = client.post("/v1/query", json={"query": "Helios", "strategy": "bm25"}, headers=headers(good))
+    assert [r.status_code for r in bad] == [401] * 5 + [429] * 3
+    assert int(bad[-1].headers["Retry-After"]) >= 1
+    assert playground.status_code == 429
+    assert still.status_code == 200  # a valid key is not locked out by someone else's guesses
