@@ -88,7 +88,10 @@ def layout_nlp(layout: Layout):
 
 
 def make_keys(store: KeyStore, layout: Layout) -> list[Key]:
-    """Per tenant: an application key, an admin key, two user keys and a revoked user key."""
+    """Per tenant: an application key, an admin key, two user keys and a revoked user key; and a user-level admin
+    key where the key store still accepts one (before #28 it did: the suites then show what it could do)."""
+    from ragloom.errors import ConfigError
+
     keys: list[Key] = []
     for tenant in sorted({s.tenant for s in layout.scopes if s.tenant}):
         for name, user, admin in (("app", "", False), ("admin", "", True), ("u0", "u0", False), ("u1", "u1", False)):
@@ -96,6 +99,10 @@ def make_keys(store: KeyStore, layout: Layout) -> list[Key]:
         key, record = store.create(tenant, "u0")
         store.revoke(record.key_id)
         keys.append(Key(f"{tenant}:revoked", key, tenant, "u0", False, revoked=True))
+        try:
+            keys.append(Key(f"{tenant}:u1-admin", store.create(tenant, "u1", admin=True)[0], tenant, "u1", True))
+        except ConfigError:
+            pass
     return keys
 
 
