@@ -1,6 +1,9 @@
 """Routing overhead of the adaptive strategy, against a plain dense query measured in the same run.
 
-    python benchmarks/adaptive_routing.py --prefix AdaptScifact [--queries 100] [--router-model PATH]
+    python benchmarks/adaptive_routing.py --prefix AdaptScifact [--queries 100]
+
+The trained router is the one the service would load (RAGLOOM_ROUTER_MODEL in the artifacts folder); rules
+when there is none.
 
 Needs an already-ingested collection (e.g. one a `ragloom eval --namespace AdaptScifact` run left). Per
 query: the whole route stage (two 10-candidate lane queries + features + the router's decision; the rules read
@@ -27,7 +30,7 @@ def main() -> None:
     from ragloom.api import Ragloom
     from ragloom.evaluation.datasets import load_dataset
     from ragloom.retrieval import lanes
-    from ragloom.retrieval.adaptive import DEFAULT_CHAIN, default_model_path, query_features
+    from ragloom.retrieval.adaptive import DEFAULT_CHAIN, query_features
     from ragloom.routing import LearnedRouter, RouterError, RuleRouter
     from ragloom.routing.features import SIGNAL_K, features
     from ragloom.settings import Settings
@@ -36,11 +39,10 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--prefix", default="AdaptScifact")
     p.add_argument("--queries", type=int, default=100)
-    p.add_argument("--router-model", default="")
     args = p.parse_args()
     settings = dataclasses.replace(Settings.from_env(), collection_prefix=args.prefix)
     try:
-        router = LearnedRouter.load(args.router_model or default_model_path())
+        router = LearnedRouter.load(settings.resolved_router_model)
     except RouterError:
         router = RuleRouter()
     queries = [q.text for q in load_dataset(DATA, max_queries=args.queries).queries]

@@ -63,7 +63,7 @@ class Ragloom:
             vectors, embedder=embedder, graph=graph, nlp=nlp, reranker=reranker,
             load_embedder=self._load_embedder, load_graph=self._load_graph, load_nlp=self._load_nlp,
             load_reranker=self._load_reranker, result_cache=_result_cache(self.settings),
-            hide_schema=hide_schema, load_llm=lambda: self.llm,
+            hide_schema=hide_schema, load_llm=lambda: self.llm, load_router=self._load_router,
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
 
@@ -95,6 +95,11 @@ class Ragloom:
         store = Neo4jStore.connect(self.settings)
         self._owned.append(store)
         return store
+
+    def _load_router(self) -> Any:
+        from ragloom.routing import LearnedRouter
+
+        return LearnedRouter.load(self.settings.resolved_router_model)
 
     def _load_nlp(self) -> Any:
         from ragloom.extraction import load_nlp

@@ -19,6 +19,7 @@ import numpy as np
 
 from ragloom.errors import ConfigError
 from ragloom.filters import MATCHES_NOTHING, Condition, Node, Not, combine, meta_property_name
+from ragloom.stores.weaviate.schema import flatten_metadata
 from ragloom.types import Chunk, Scope, make_chunk_id
 
 DYNAMIC = "dynamic"
@@ -62,8 +63,11 @@ def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata
     if not scope.tenant:
         raise ConfigError("inject: an item needs an owner scope (tenant at least)")
     metadata = dict(metadata or {})
-    clash = [k for k in metadata if k in RESERVED_KEYS or meta_property_name(k) in
-             {meta_property_name(r) for r in RESERVED_KEYS}]
+    # checked on the names the store writes: nested mappings flatten to meta_<outer>_<inner>, so
+    # {"_": {"namespace": ...}} would otherwise land on meta_namespace
+    reserved = {meta_property_name(r) for r in RESERVED_KEYS}
+    clash = sorted({k for k in metadata if k in RESERVED_KEYS} |
+                   {k.removeprefix("meta_") for k in flatten_metadata(metadata) if k in reserved})
     if clash:
         raise ConfigError(f"inject: metadata keys {clash} are reserved ({', '.join(RESERVED_KEYS)})")
     if ttl_seconds is not None and not 0 < ttl_seconds <= MAX_TTL_SECONDS:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragloom.errors import ConfigError
@@ -64,6 +64,7 @@ def _env_list(name: str, default: tuple[str, ...], *, formerly: str = "", empty_
 
 
 SUMMARY_MODES = ("auto", "extractive", "llm")
+METRICS_ACCESS = ("auto", "open", "key")
 
 
 # Where a field's variable is not RAGLOOM_<FIELD>, or its value needs more than parsing by the default's type.
@@ -242,6 +243,12 @@ class Settings:
     service_workers: int = 8  # RAGLOOM_SERVICE_WORKERS: threads running blocking store and model calls
     service_sweep_seconds: int = 30  # RAGLOOM_SERVICE_SWEEP_SECONDS: how often expired injected items go
     service_keys_file: Path | None = None  # RAGLOOM_SERVICE_KEYS_FILE, default <data_dir>/service/keys.json
+    # RAGLOOM_SERVICE_METRICS: who reads /metrics. auto: anyone when the service binds a loopback address, a valid
+    # key otherwise; open: anyone; key: a valid key
+    service_metrics: str = "auto"
+    service_auth_failures_per_minute: int = 30  # RAGLOOM_SERVICE_AUTH_FAILURES_PER_MINUTE: per client address; 429
+    # the adaptive strategy's trained router: a file inside the artifacts folder (never a request's choice)
+    router_model: str = "router/model.skops"  # RAGLOOM_ROUTER_MODEL, relative to RAGLOOM_ARTIFACTS_DIR
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -307,9 +314,16 @@ class Settings:
                               "RAGLOOM_LLM_MAX_TOKENS >= 1")
         if self.llm_base_url and not self.llm_base_url.startswith(("http://", "https://")):
             raise ConfigError(f"RAGLOOM_LLM_BASE_URL={self.llm_base_url!r} must start with http:// or https://")
-        for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_sweep_seconds"):
+        if self.service_metrics not in METRICS_ACCESS:
+            raise ConfigError(f"RAGLOOM_SERVICE_METRICS={self.service_metrics!r}: choose {', '.join(METRICS_ACCESS)}")
+        for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_sweep_seconds",
+                     "service_auth_failures_per_minute"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
+        router = PurePosixPath(self.router_model.replace("\\", "/"))
+        if not self.router_model.strip() or router.is_absolute() or ".." in router.parts:
+            raise ConfigError(f"RAGLOOM_ROUTER_MODEL={self.router_model!r}: a file inside the artifacts folder "
+                              "(relative, no '..'), e.g. router/model.skops")
         if self.executor not in EXECUTORS:
             raise ConfigError(f"RAGLOOM_EXECUTOR={self.executor!r}: choose {', '.join(EXECUTORS)}")
         for name in ("weaviate_write_consistency", "weaviate_read_consistency"):
@@ -344,6 +358,26 @@ class Settings:
     @property
     def resolved_uploads_dir(self) -> Path:
         return self.uploads_dir or self.data_dir / _UNDER_DATA_DIR["uploads_dir"]
+
+    @property
+    def resolved_router_model(self) -> Path:
+        """The trained router's file: RAGLOOM_ROUTER_MODEL inside the artifacts folder (validate keeps it there)."""
+        return self.artifacts_dir / self.router_model
+
+    @property
+    def metrics_need_key(self) -> bool:
+        """Whether /metrics asks for a key: RAGLOOM_SERVICE_METRICS, with auto meaning 'unless bound to loopback'."""
+        if self.service_metrics != "auto":
+            return self.service_metrics == "key"
+        import ipaddress
+
+        host = self.service_host.strip("[]")
+        if host == "localhost":
+            return False
+        try:
+            return not ipaddress.ip_address(host).is_loopback
+        except ValueError:  # a host name: it may resolve to anything
+            return True
 
     @property
     def resolved_keys_file(self) -> Path:

@@ -11,8 +11,10 @@ from typing import Any
 from ragloom.errors import ScopeError
 
 SHARED_SCOPE = "__shared__"
-SCOPE_PART = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-SCOPE_PART_RULE = "1-64 letters, digits, '_', '-' or '.', and not '.' or '..'"
+# not starting with '.': a scope names a folder of the uploads folder, and hidden folders are never scanned (an
+# upload there would stay queued forever); '.' and '..' are refused by the same rule
+SCOPE_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
+SCOPE_PART_RULE = "1-64 letters, digits, '_', '-' or '.', not starting with '.'"
 HEADING_SEPARATOR = " > "  # between the titles of a heading path, wherever one is written as text
 COOCCURS = "CO_OCCURS"  # the relation type of two entities named in one chunk
 
@@ -36,7 +38,7 @@ class Scope:
 
     An empty field ends the path: ``Scope("acme", "", "c1")`` is invalid, a chat needs a user.
     ``agent`` set means ``chat_agent`` (one agent in a chat); unset means ``chat_shared``.
-    Each part is 1-64 ASCII letters, digits, ``_ - .`` and not ``.`` or ``..`` (scopes name folders and
+    Each part is 1-64 ASCII letters, digits, ``_ - .``, not starting with ``.`` (scopes name folders and
     bound what a caller may read); anything else is a ScopeError.
     """
 

@@ -2,19 +2,19 @@
 
 Routing reads the query's form and two cheap lane queries (dense and BM25, 10 candidates each; see
 ``ragloom.routing.features``). The router is the learned model when one is trained (``ragloom router train``,
-at ``router_model`` or ``<artifacts>/router/model.pkl``), the LLM selector with ``router=llm`` and a
-configured model, else rules. The chosen strategy runs with its own defaults on this retriever's chunking.
-The quality check (best dense cosine, query-term coverage; margin and diversity when their thresholds are
-set) may send the query to the next untried strategy of ``chain``, at most ``max_retries`` times; the best
-try by quality is returned. ``info`` records the route, every try (its quality, why it was weak, its first
-10 distinct documents) and the try returned; ``ragloom.routing.monitor`` counts them over many queries.
+loaded from RAGLOOM_ROUTER_MODEL inside the artifacts folder: a setting, never an option), the LLM selector
+with ``router=llm`` and a configured model, else rules. The chosen strategy runs with its own defaults on this
+retriever's chunking. The quality check (best dense cosine, query-term coverage; margin and diversity when
+their thresholds are set) may send the query to the next untried strategy of ``chain``, at most
+``max_retries`` times; the best try by quality is returned. ``info`` records the route, every try (its
+quality, why it was weak, its first 10 distinct documents) and the try returned; ``ragloom.routing.monitor``
+counts them over many queries.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 from typing import Any
 
 from ragloom.errors import RagloomError, RetrievalError
@@ -30,18 +30,12 @@ from ragloom.retrieval.base import (
 from ragloom.routing.features import FORM_NAMES, SIGNAL_K, named
 from ragloom.routing.features import features as route_features
 from ragloom.routing.quality import assess, weak_reasons
-from ragloom.routing.router import LearnedRouter, LLMRouter, RouterError, RuleRouter
+from ragloom.routing.router import LLMRouter, RuleRouter
 from ragloom.types import RetrievedItem
 
 DEFAULT_CHAIN = ("hybrid", "graph_rag", "dense", "bm25")
 ROUTERS = ("auto", "rules", "learned", "llm")
 TRY_DOCUMENTS = 10  # each try records its first distinct documents: evaluation scores tries at @10
-
-
-def default_model_path() -> Path:
-    from ragloom.settings import Settings
-
-    return Settings.from_env().artifacts_dir / "router" / "model.pkl"
 
 
 @register_retrieval_strategy("adaptive")
@@ -52,7 +46,6 @@ class AdaptiveRetriever(Retriever):
         "chain": Option(DEFAULT_CHAIN, min_items=1, help="the strategies routed among, in retry order"),
         "router": Option("auto", choices=ROUTERS, help="auto: the trained model if there is one, else rules; "
                          "llm: the configured LLM chooses (rules when it fails)"),
-        "router_model": Option("", help="the trained router's path; empty: <artifacts>/router/model.pkl"),
         "max_retries": Option(1, min=0, max=5, help="corrective retries with the next untried strategy of chain"),
         "min_cosine": Option(0.3, min=0.0, max=1.0, help="retry when the top items' best dense cosine is below "
                              "this; 0 = off"),
@@ -66,17 +59,16 @@ class AdaptiveRetriever(Retriever):
 
     def __init__(self, context: Any, chunking: str | None = None, **options: Any) -> None:
         super().__init__(context, chunking, **options)
-        self._routers: dict[tuple[str, str], Any] = {}
+        self._routers: dict[str, Any] = {}
 
     # the router -------------------------------------------------------------------------------------------
-    def router(self, kind: str, model_path: str) -> tuple[Any, str]:
+    def router(self, kind: str) -> tuple[Any, str]:
         """(the router for ``kind``, a note on why it is not the one asked for, or "")."""
-        key = (kind, model_path)
-        if key not in self._routers:
-            self._routers[key] = self._make_router(kind, model_path)
-        return self._routers[key]
+        if kind not in self._routers:
+            self._routers[kind] = self._make_router(kind)
+        return self._routers[kind]
 
-    def _make_router(self, kind: str, model_path: str) -> tuple[Any, str]:
+    def _make_router(self, kind: str) -> tuple[Any, str]:
         if kind == "llm":
             client, why = self.context.llm()  # the API's own client: opened once, closed with it
             if client is None:
@@ -85,20 +77,19 @@ class AdaptiveRetriever(Retriever):
             return LLMRouter(client, summaries), ""
         if kind == "rules":
             return RuleRouter(), ""
-        path = Path(model_path) if model_path else default_model_path()
-        try:
-            return LearnedRouter.load(path), ""
-        except RouterError as e:
-            if kind == "learned":
-                raise RetrievalError(f"adaptive: {e}") from e
-            return RuleRouter(), f"no usable trained router ({e}): rules"
+        learned, why = self.context.learned_router()  # the configured file only (RAGLOOM_ROUTER_MODEL)
+        if learned is not None:
+            return learned, ""
+        if kind == "learned":
+            raise RetrievalError(f"adaptive: router=learned, but {why}")
+        return RuleRouter(), f"{why}: rules"
 
     # the search -------------------------------------------------------------------------------------------
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
         chain = check_chain(options["chain"])
         started = time.perf_counter()
         with request.stage("route"):
-            router, note = self.router(options["router"], options["router_model"])
+            router, note = self.router(options["router"])
             # the lane queries' signals only for a router that reads them (the rules and the LLM do not)
             vector = signals(request, self.chunking, with_lanes=router.reads_signals)
             try:

@@ -82,12 +82,13 @@ class RetrievalContext:
                  load_graph: Callable[[], GraphStore] | None = None,
                  load_nlp: Callable[[], Any] | None = None, load_reranker: Callable[[], Any] | None = None,
                  result_cache: ResultCache | None = None, hide_schema: bool = False,
-                 load_llm: Callable[[], Any] | None = None) -> None:
+                 load_llm: Callable[[], Any] | None = None, load_router: Callable[[], Any] | None = None) -> None:
         self.vectors = vectors
         self.hide_schema = hide_schema  # filters on unknown / mistyped fields match nothing (see filters.bind)
-        self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker, "llm": None}
+        self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker, "llm": None,
+                        "router": None}
         self._loaders = {"embedder": load_embedder, "graph": load_graph, "nlp": load_nlp,
-                         "reranker": load_reranker, "llm": load_llm}
+                         "reranker": load_reranker, "llm": load_llm, "router": load_router}
         self._errors: dict[str, str] = {}
         self.cache: dict[str, Any] = {}  # facts learned about collections (e.g. hierarchical leaf level)
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
@@ -139,6 +140,11 @@ class RetrievalContext:
         """(the LLM client or None, why not): strategies that can use a model (multi_hop's follow-up queries)
         run without one."""
         return self._optional("llm", "no language model", "no language model configured (RAGLOOM_LLM_*)")
+
+    def learned_router(self) -> tuple[Any, str]:
+        """(the trained router or None, why not): loaded once from the configured file (RAGLOOM_ROUTER_MODEL),
+        the only place a router comes from."""
+        return self._optional("router", "no usable trained router", "no trained router configured")
 
     def property_types(self, collection: str, refresh: bool = False) -> dict[str, str] | None:
         """Property -> data type of a chunking's collection; None when there is no store or it cannot
@@ -467,12 +473,13 @@ def _unexpired(result: RetrievalResult) -> RetrievalResult:
 
 
 def store_call(request: SearchRequest, stage: str, fn: Callable[[], list[RetrievedItem]]) -> list[RetrievedItem]:
-    """Run one store query under a timed stage; a store failure becomes a RetrievalError naming the stage."""
+    """Run one store query under a timed stage; a store failure stays a StoreError (the server's fault, not the
+    request's: the service answers 503), now naming the stage."""
     with request.stage(stage):
         try:
             return fn()
         except StoreError as e:
-            raise RetrievalError(f"{stage}: {e}") from e
+            raise StoreError(f"{stage}: {e}") from e
 
 
 # registry --------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ragloom.errors import RagloomError, RetrievalError
+from ragloom.errors import RagloomError, RetrievalError, StoreError
 from ragloom.options import Option
 from ragloom.retrieval import fusion, lanes, ppr
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
@@ -243,7 +243,8 @@ def _fallback(request: SearchRequest, lane: Future[list[RetrievedItem]], reason:
     try:
         items = lane.result()
     except RagloomError as e:
-        raise RetrievalError(f"graph_rag: every lane failed: vector lane: {e}; graph: {reason}") from e
+        kind = StoreError if isinstance(e, StoreError) else RetrievalError  # a store down is the server's fault
+        raise kind(f"graph_rag: every lane failed: vector lane: {e}; graph: {reason}") from e
     request.fallbacks.append(f"graph_rag->hybrid: {reason}")
     log.info("graph_rag falls back to its vector lane: %s", reason)
     return items[: request.fetch_k]

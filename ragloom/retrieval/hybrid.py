@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ragloom.errors import RagloomError, RetrievalError
+from ragloom.errors import RagloomError, RetrievalError, StoreError
 from ragloom.options import Option
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
@@ -66,14 +66,18 @@ def fuse_lanes(request: SearchRequest, collection: str, lane_names: tuple[str, .
     per_lane = k * options["lane_multiplier"]
     ranked: dict[str, list[RetrievedItem]] = {}
     failed: dict[str, str] = {}
+    errors: list[RagloomError] = []
     for name in lane_names:
         try:
             ranked[name] = lanes.run(name, request, collection, per_lane, alpha=options["alpha"],
                                      fusion_type=options["fusion_type"])
         except RagloomError as e:  # one lane down degrades the query; every lane down fails it
             failed[name] = str(e)
+            errors.append(e)
     if not ranked:
-        raise RetrievalError("hybrid: every lane failed: " + "; ".join(f"{n}: {why}" for n, why in failed.items()))
+        # the stores failing is the server's fault (StoreError: the service's 503), anything else the request's
+        kind = StoreError if all(isinstance(e, StoreError) for e in errors) else RetrievalError
+        raise kind("hybrid: every lane failed: " + "; ".join(f"{n}: {why}" for n, why in failed.items()))
     for name, why in failed.items():
         request.fallbacks.append(f"hybrid: lane {name} failed, fused {', '.join(ranked)}: {why}")
     weights = {lane: w for lane, w in weights.items() if lane in ranked} if weights else weights

@@ -2,8 +2,10 @@
 
 - ``RuleRouter``: the default when no trained model exists (hand-set rules on the query's features);
 - ``LearnedRouter``: a scikit-learn model predicting each strategy's nDCG@10 from the features, trained by
-  ``ragloom router train`` on evaluation runs; saved as a pickle plus a JSON card holding the feature version,
-  the strategies and a hash of the training data; a model of another feature version is refused;
+  ``ragloom router train`` on evaluation runs; saved with skops (a format that rebuilds only the types it is
+  told to trust, and runs no code on load: never pickle) plus a JSON card holding the feature version, the
+  strategies and a hash of the training data; a model of another feature version is refused. It is loaded only
+  from the configured file (``Settings.resolved_router_model``), never from a path a request names;
 - ``LLMRouter``: asks the configured LLM (RAGLOOM_LLM_*) to choose, given each strategy's one-line summary;
   its answer must name one of the candidates, else it is an error (the adaptive strategy then uses the rules).
 """
@@ -11,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +25,14 @@ from ragloom.errors import RagloomError
 from ragloom.routing.features import FEATURE_NAMES, FEATURE_VERSION
 from ragloom.types import sha256_hex
 
+# The types a router file may hold beyond skops' own defaults (scikit-learn's estimators, numpy arrays): the
+# trees of the ExtraTrees regressor ``ragloom router train`` fits. Anything else in a file refuses to load.
+TRUSTED_TYPES = ("sklearn.tree._tree.Tree",)
+
 
 class RouterError(RagloomError):
-    """A router that cannot be loaded or gave an answer outside the registered strategies."""
+    """A router that cannot be loaded or gave an answer outside the registered strategies. Its messages name no
+    file (they reach clients in a result's metadata): the configured file is RAGLOOM_ROUTER_MODEL."""
 
 
 class Router(Protocol):
@@ -105,28 +111,50 @@ class LearnedRouter:
 
     # artifact ---------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
+        import skops.io
+
         path = Path(path)
-        blob = pickle.dumps(self.model)
+        blob = skops.io.dumps(self.model)
         files.write_bytes(path, blob)  # a service loading the router never reads half a model
-        card = {**self.card, "feature_version": FEATURE_VERSION, "feature_names": list(FEATURE_NAMES),
-                "strategies": self.strategies, "model_sha256": sha256_hex(blob)}
+        card = {**self.card, "format": "skops", "feature_version": FEATURE_VERSION,
+                "feature_names": list(FEATURE_NAMES), "strategies": self.strategies, "model_sha256": sha256_hex(blob)}
         files.write_text(card_path(path), json.dumps(card, indent=1))
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> LearnedRouter:
+        """The router saved at ``path`` (the configured file: callers pass ``Settings.resolved_router_model``)."""
+        import skops.io
+
         path = Path(path)
         card_file = card_path(path)
         if not path.is_file() or not card_file.is_file():
-            raise RouterError(f"router model {path}: missing (train one with `ragloom router train`)")
-        card = json.loads(card_file.read_text(encoding="utf-8"))
-        if card.get("feature_version") != FEATURE_VERSION or card.get("feature_names") != list(FEATURE_NAMES):
-            raise RouterError(f"router model {path} was trained on feature version {card.get('feature_version')}; "
-                              f"this code computes version {FEATURE_VERSION}: retrain with `ragloom router train`")
+            raise RouterError("no trained router at RAGLOOM_ROUTER_MODEL (train one with `ragloom router train`)")
+        try:
+            card = json.loads(card_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise RouterError("the trained router's card is unreadable: retrain with `ragloom router train`") from e
+        if not isinstance(card, dict) or card.get("feature_version") != FEATURE_VERSION or \
+                card.get("feature_names") != list(FEATURE_NAMES):
+            version = card.get("feature_version") if isinstance(card, dict) else None
+            raise RouterError(f"the trained router was made for feature version {version}; this code computes "
+                              f"version {FEATURE_VERSION}: retrain with `ragloom router train`")
         blob = path.read_bytes()
         if sha256_hex(blob) != card.get("model_sha256"):
-            raise RouterError(f"router model {path} does not match its card (sha256 differs): retrain it")
-        return cls(pickle.loads(blob), list(card["strategies"]), card)
+            raise RouterError("the trained router does not match its card (sha256 differs): retrain it")
+        try:
+            untrusted = sorted(set(skops.io.get_untrusted_types(data=blob)) - set(TRUSTED_TYPES))
+            if untrusted:
+                raise RouterError(f"the trained router holds types outside the trusted list: {untrusted[:5]}")
+            model = skops.io.loads(blob, trusted=list(TRUSTED_TYPES))
+        except RouterError:
+            raise
+        except Exception as e:  # skops' own errors, a zip that is not one, a pickle: all "not a router file"
+            raise RouterError(f"the trained router is not a skops model file ({type(e).__name__}): retrain "
+                              "it with `ragloom router train`") from e
+        if not hasattr(model, "predict"):
+            raise RouterError("the trained router's file holds no model")
+        return cls(model, list(card["strategies"]), card)
 
 
 def card_path(model_path: Path) -> Path:

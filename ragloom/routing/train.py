@@ -203,7 +203,8 @@ def add_router_command(subparsers: Any) -> None:
     t = sub.add_parser("train", help="train the router on `ragloom eval` runs' JSON, with a cross-validated report")
     t.add_argument("--eval", action="append", required=True, metavar="JSON",
                    help="a `ragloom eval` result (<dataset>_eval.json), repeatable; their queries are pooled")
-    t.add_argument("--out", default="", help="model path (default <artifacts>/router/model.pkl)")
+    t.add_argument("--out", default="", help="model path (default RAGLOOM_ROUTER_MODEL in the artifacts folder, "
+                   "where the adaptive strategy loads it from)")
     t.add_argument("--folds", type=int, default=5)
     t.add_argument("--seed", type=int, default=13)
     t.set_defaults(func=_cmd_train)
@@ -217,11 +218,11 @@ def add_router_command(subparsers: Any) -> None:
 
 
 def _cmd_train(args: Any) -> int:
-    from ragloom.retrieval.adaptive import default_model_path
     from ragloom.settings import Settings
 
-    report = train([Path(p) for p in args.eval], Settings.from_env(), Path(args.out) if args.out else
-                   default_model_path(), folds=args.folds, seed=args.seed)
+    settings = Settings.from_env()
+    report = train([Path(p) for p in args.eval], settings, Path(args.out) if args.out else
+                   settings.resolved_router_model, folds=args.folds, seed=args.seed)
     print(table(report))
     print(f"\nmodel: {report['model']}")
     return 0

@@ -3,6 +3,8 @@ OpenAPI docs, dependencies for authentication, async routes over a bounded threa
 
 from __future__ import annotations
 
+import dataclasses
+
 from ragloom.settings import Settings
 
 
@@ -13,5 +15,8 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
     from ragloom.service.app import create_app
 
     settings = settings or Settings.from_env()
-    uvicorn.run(create_app(settings), host=host or settings.service_host, port=port or settings.service_port,
-                log_level="info", proxy_headers=False)
+    # the address bound is the one the app sees: /metrics is open or keyed by it (Settings.metrics_need_key)
+    settings = dataclasses.replace(settings, service_host=host or settings.service_host,
+                                   service_port=port or settings.service_port)
+    uvicorn.run(create_app(settings), host=settings.service_host, port=settings.service_port, log_level="info",
+                proxy_headers=False)

@@ -17,27 +17,15 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragloom import dynamic
-from ragloom.errors import (
-    ConfigError,
-    FilterError,
-    LLMError,
-    ParseError,
-    RagloomError,
-    RetrievalError,
-    ScopeError,
-    StoreError,
-)
+from ragloom.errors import RagloomError
 from ragloom.service import docs
 from ragloom.service.auth import RateLimiter
+from ragloom.service.errors import public_error
 from ragloom.service.keys import KeyStore
 from ragloom.service.metrics import ServiceMetrics
 from ragloom.settings import Settings
 
 log = logging.getLogger("ragloom.service")
-
-# our errors -> HTTP status: bad input is the caller's (400), a store that fails is ours to report (503)
-STATUS = ((ScopeError, 400), (FilterError, 400), (RetrievalError, 400), (ConfigError, 400), (ParseError, 400),
-          (StoreError, 503), (LLMError, 502))
 
 
 class HttpMiddleware:
@@ -115,6 +103,21 @@ class Measure(HttpMiddleware):
                 self.metrics.errors.inc(str(status))
 
 
+class PathOnlyAccessLog(logging.Filter):
+    """uvicorn's access log lines with the path alone: a query string may carry a secret (a key sent as ``?key=``
+    is refused, but it was still written to the log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        # uvicorn's access record: (client address, method, path with query string, HTTP version, status)
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
+            record.args = (args[0], args[1], args[2].split("?", 1)[0], args[3], args[4])
+        return True
+
+
+ACCESS_LOG_FILTER = PathOnlyAccessLog()
+
+
 def _route_name(scope: Scope) -> str:
     """The matched route's path template (one label per route, whatever its parameters)."""
     return getattr(scope.get("route"), "path", "unmatched")
@@ -134,6 +137,7 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
             app.state.rag = await asyncio.to_thread(Ragloom, settings, coalesce_queries=True, hide_schema=True)
         else:
             app.state.rag = rag
+        logging.getLogger("uvicorn.access").addFilter(ACCESS_LOG_FILTER)  # after uvicorn configured its logging
         # models and stores loaded before the first request, once (lazy loads would race under concurrency)
         await app.state.rag.run_blocking(app.state.rag.warm, "graph_rag")
         sweeper = asyncio.create_task(_sweep_forever(app))
@@ -156,6 +160,7 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     app.state.settings = settings
     app.state.keys = KeyStore(settings.resolved_keys_file)
     app.state.limiter = RateLimiter(settings.service_rate_per_minute)
+    app.state.auth_failures = RateLimiter(settings.service_auth_failures_per_minute)
     app.state.metrics = ServiceMetrics()
     app.state.item_strategies = dynamic.item_strategies(settings.chunkings)
 
@@ -166,10 +171,9 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
 
     @app.exception_handler(RagloomError)
     async def ragloom_error(request: Request, exc: RagloomError) -> JSONResponse:
-        status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
-        if status >= 500:
-            log.warning("%s %s failed: %s: %s", request.method, _route_name(request.scope), type(exc).__name__, exc)
-        return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status)
+        status, body = public_error(exc, f"{request.method} {_route_name(request.scope)}")
+        headers = {"X-Request-ID": body["request_id"]} if "request_id" in body else None
+        return JSONResponse(body, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -3,7 +3,9 @@
 A request names a scope inside its key's principal (``acme/alice`` may ask for ``acme/alice/chat7`` or
 ``acme/alice/chat7/agent2``) and never outside it: another tenant or user, or a wider scope, is 403.
 A missing, unknown or revoked key is 401. Each key has a token bucket (``RAGLOOM_SERVICE_RATE_PER_MINUTE``);
-an empty bucket is 429 with ``Retry-After``.
+an empty bucket is 429 with ``Retry-After``. Failed authentications have a bucket per client address
+(``RAGLOOM_SERVICE_AUTH_FAILURES_PER_MINUTE``): once it is empty, that address gets 429 instead of 401. The
+buckets live in the process: each worker process (and each replica) counts on its own.
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ class Caller:
 
 
 class RateLimiter:
-    """Token buckets per key: ``per_minute`` requests, bursts up to the same number."""
+    """Token buckets per name (a key id, or a client address for failed authentications): ``per_minute``
+    requests, bursts up to the same number. Full buckets are forgotten once there are many (addresses are many)."""
+
+    max_buckets = 10_000
 
     def __init__(self, per_minute: int) -> None:
         self.capacity = float(per_minute)
@@ -67,6 +72,9 @@ class RateLimiter:
         """0 when allowed; else the seconds until a token is back."""
         now = time.monotonic()
         with self._lock:
+            if len(self._buckets) > self.max_buckets:
+                self._buckets = {name: (t, at) for name, (t, at) in self._buckets.items()
+                                 if t + (now - at) * self.rate < self.capacity}
             tokens, stamp = self._buckets.get(key_id, (self.capacity, now))
             tokens = min(self.capacity, tokens + (now - stamp) * self.rate)
             if tokens >= 1.0:
@@ -92,6 +100,12 @@ def authenticate(request: Request, key: str | None) -> Caller:
     state = request.app.state
     record: KeyRecord | None = state.keys.lookup(key)
     if record is None:
+        # the direct peer's address (uvicorn runs without proxy headers: behind a proxy, the proxy's)
+        address = request.client.host if request.client else "unknown"
+        wait = state.auth_failures.take(address)
+        if wait > 0:
+            raise HTTPException(429, "too many failed authentications from this address",
+                                headers={"Retry-After": str(max(1, math.ceil(wait)))})
         raise HTTPException(401, "missing, unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
     wait = state.limiter.take(record.key_id)
     if wait > 0:
@@ -105,8 +119,9 @@ CallerDep = Annotated[Caller, Depends(caller)]
 
 
 def admin(who: CallerDep) -> Caller:
-    if not who.admin:
-        raise HTTPException(403, "this endpoint needs an admin key")
+    # a user-level admin record (written into the keys file by hand: `keys create` refuses one) is no admin
+    if not who.admin or who.user:
+        raise HTTPException(403, "this endpoint needs a tenant-wide admin key")
     return who
 
 

@@ -5,6 +5,8 @@ Layout: ``<uploads>/<tenant>[/<user>[/<chat>]]/<upload id>-<name>`` (the folders
 reads it), a sidecar next to it for the title, the namespace and an agent scope, and the record in
 ``<uploads>/.service/<upload id>.json`` (hidden folders are not scanned). The sidecar is written first and the
 file appears by an atomic rename, so the sensor never sees half a file or a file without its sidecar.
+Uploads are private documents: files 0600 and the folders this creates 0700 (like the keys file), whatever the
+process umask.
 """
 
 from __future__ import annotations
@@ -55,8 +57,7 @@ def save_upload(root: Path, scope: Scope, filename: str, data: bytes, *, title: 
     name = safe_name(filename)
     upload_id = "up-" + secrets.token_hex(10)
     folder_parts = [p for p in (scope.tenant, scope.user, scope.chat) if p]
-    folder = root.joinpath(*folder_parts)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_folder(root, *folder_parts)
     target = folder / f"{upload_id}-{name}"
     sidecar: dict = {}
     if title:
@@ -66,14 +67,24 @@ def save_upload(root: Path, scope: Scope, filename: str, data: bytes, *, title: 
     if scope.agent:
         sidecar["scope"] = scope.path
     if sidecar:
-        files.write_bytes(target.with_name(target.name + SIDECAR_SUFFIX), json.dumps(sidecar).encode())
-    files.write_bytes(target, data)
+        files.write_bytes(target.with_name(target.name + SIDECAR_SUFFIX), json.dumps(sidecar).encode(), mode=0o600)
+    files.write_bytes(target, data, mode=0o600)
     record = UploadRecord(upload_id, f"{UPLOADS_SOURCE}/{target.relative_to(root).as_posix()}", str(target),
                           scope.path, time.time())
-    records = root / RECORDS
-    records.mkdir(exist_ok=True)
-    files.write_bytes(records / f"{upload_id}.json", json.dumps(asdict(record)).encode())
+    records = private_folder(root, RECORDS)
+    files.write_bytes(records / f"{upload_id}.json", json.dumps(asdict(record)).encode(), mode=0o600)
     return record
+
+
+def private_folder(root: Path, *parts: str) -> Path:
+    """``root/parts...``, each folder this creates made 0700 (mkdir's mode is cut by the umask: chmod after)."""
+    folder = root
+    for part in ("", *parts):
+        folder = folder / part if part else folder
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o700)
+    return folder
 
 
 def load_record(root: Path, upload_id: str) -> UploadRecord | None:

@@ -26,7 +26,11 @@ KEY_PREFIX = "rlk_"
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a key speaks for. ``user`` empty: the whole tenant (an application acting for its users)."""
+    """Who a key speaks for. ``user`` empty: the whole tenant (an application acting for its users).
+
+    Admin keys are tenant-wide: an admin promotes documents into its tenant's common space (or __shared__), an act
+    on behalf of the whole tenant, so only a key that already speaks for the whole tenant may hold it. A user-level
+    admin would either add nothing or reach sideways into other users' private documents (issue #28)."""
 
     tenant: str
     user: str = ""
@@ -36,6 +40,8 @@ class Principal:
         if not self.tenant:
             raise ConfigError("a key needs a tenant")
         Scope(self.tenant, self.user)  # same part rules as every scope (no '/', not __shared__)
+        if self.admin and self.user:
+            raise ConfigError("admin keys are tenant-wide: create the admin key without a user")
 
     @property
     def scope(self) -> Scope:

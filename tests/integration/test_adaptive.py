@@ -49,7 +49,8 @@ def _adaptive(result):
 
 
 def test_strong_query_is_not_retried_and_rules_route_without_a_model(rag, tmp_path):
-    result = rag.query(STRONG, strategy="adaptive", k=5, router_model=str(tmp_path / "none.pkl"), rerank=False)
+    # the module's artifacts folder holds no trained router (RAGLOOM_ROUTER_MODEL names a file that is not there)
+    result = rag.query(STRONG, strategy="adaptive", k=5, rerank=False)
     info = _adaptive(result)
     assert info["route"]["router"] == "rules" and "no usable trained router" in info["route"]["note"]
     assert len(info["tries"]) == 1 and not info["retried"] and info["tries"][0]["weak"] == []
@@ -90,13 +91,15 @@ def test_a_trained_router_routes_queries(rag, tmp_path):
     # a model trained to prefer bm25 for every query: the learned router must follow it
     X = np.stack([query_features(rag.context, "recursive", q) for q in (STRONG, WEAK, "TideLens buoys")] * 5)
     Y = np.tile([[0.1, 0.9, 0.2]], (len(X), 1))
-    path = LearnedRouter(make_model(0).fit(X, Y), ["dense", "bm25", "hybrid"]).save(tmp_path / "m.pkl")
-    result = rag.query("Who leads Field Operations?", strategy="adaptive", k=5, router="learned",
-                       router_model=str(path), rerank=False)
+    trained = dataclasses.replace(rag.settings, artifacts_path=tmp_path / "trained")
+    LearnedRouter(make_model(0).fit(X, Y), ["dense", "bm25", "hybrid"]).save(trained.resolved_router_model)
+    with Ragloom(trained, vectors=rag.context.vectors, embedder=rag.context.embedder) as routed:
+        result = routed.query("Who leads Field Operations?", strategy="adaptive", k=5, router="learned",
+                              rerank=False)
     assert _adaptive(result)["route"]["router"] == "learned" and _adaptive(result)["route"]["strategy"] == "bm25"
     assert set(_adaptive(result)["route"]["features"]) == set(FEATURE_NAMES)  # the model reads the lane signals
-    with pytest.raises(RetrievalError, match="missing"):
-        rag.query("x", strategy="adaptive", router="learned", router_model=str(tmp_path / "absent.pkl"))
+    with pytest.raises(RetrievalError, match="no trained router at RAGLOOM_ROUTER_MODEL"):
+        rag.query("x", strategy="adaptive", router="learned")
 
 
 def test_llm_router_choice_stays_within_the_chain(rag, llm_settings):

@@ -417,7 +417,7 @@ def test_graph_rag_whose_vector_lane_fails_answers_from_the_walk(musique_corpus,
         assert result.metadata["graph"]["passage_seeds"] == 0 and result.metadata["graph"]["named_in_query"] >= 1
         walked = [i for i in result.items if i.metadata.get("source") != "graph_rag"]
         assert walked and all("graph" in i.lane_scores for i in walked)  # fetched by id, ranked by the walk
-        with pytest.raises(RetrievalError, match="every lane failed: vector lane: hybrid: .*connection reset"):
+        with pytest.raises(StoreError, match="every lane failed: vector lane: hybrid: .*connection reset"):
             failing.query("what is it about?", strategy="graph_rag", k=5, abstain=False)
 
 

@@ -42,11 +42,13 @@ async def _read_file(request: Request, filename: str | None) -> tuple[str, bytes
     """The uploaded file's name and bytes, from a multipart form's ``file`` part or from the raw body."""
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
         form = await request.form(max_files=1, max_fields=0)
-        part = form.get("file")
-        if not isinstance(part, StarletteUpload):
-            raise HTTPException(400, "a multipart upload needs its file in a form field named 'file'")
-        data, filename = await part.read(), filename or part.filename
-        await form.close()
+        try:  # closed on every path: a refused form's spooled parts would hold temporary files open
+            part = form.get("file")
+            if not isinstance(part, StarletteUpload):
+                raise HTTPException(400, "a multipart upload needs its file in a form field named 'file'")
+            data, filename = await part.read(), filename or part.filename
+        finally:
+            await form.close()
     else:
         data = await request.body()
     if not filename:

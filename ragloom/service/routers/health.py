@@ -1,4 +1,5 @@
-"""GET /healthz (the process answers), /readyz (both stores answer), /metrics (Prometheus text)."""
+"""GET /healthz (the process answers), /readyz (both stores answer), /metrics (Prometheus text: open when the service
+binds loopback, else a valid key; RAGLOOM_SERVICE_METRICS)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from ragloom.errors import RagloomError
+from ragloom.service.auth import caller
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.stores.service_ops import neo4j_ready, weaviate_ready
 
@@ -40,4 +42,6 @@ async def readyz(request: Request) -> JSONResponse:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(request: Request) -> PlainTextResponse:
+    if request.app.state.settings.metrics_need_key:
+        caller(request)  # 401 / 429 like any keyed endpoint
     return PlainTextResponse(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4")

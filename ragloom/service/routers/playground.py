@@ -18,10 +18,11 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
 from ragloom.chunking import available_chunkers
-from ragloom.errors import RagloomError, StoreError
+from ragloom.errors import RagloomError
 from ragloom.retrieval import available_strategies
 from ragloom.retrieval.postprocess import is_graph_context
 from ragloom.service.auth import authenticate
+from ragloom.service.errors import public_error
 from ragloom.service.models import QueryRequest
 from ragloom.service.routers.query import citation, run_query
 from ragloom.types import RetrievalResult, RetrievedItem
@@ -168,6 +169,6 @@ async def search(request: Request) -> HTMLResponse:
     except (ValueError, ValidationError) as e:  # bad k, bad JSON options, bad fields
         return _page(form + f'<p class="error">{html.escape(str(e).splitlines()[0])}</p>', 400)
     except RagloomError as e:
-        status = 503 if isinstance(e, StoreError) else 400
-        return _page(form + f'<p class="error">{html.escape(str(e))}</p>', status)
+        status, body = public_error(e, "POST /")
+        return _page(form + f'<p class="error">{html.escape(body["detail"])}</p>', status)
     return _page(form + _results(result))

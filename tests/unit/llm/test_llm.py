@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragloom.errors import QueryError, ConfigError, LLMError, LLMOutputError, LLMUnavailableError
+from ragloom.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError, QueryError
 from ragloom.llm import AnswerCache, LLMClient, cache_key, parse_citations, prompts
 from ragloom.llm.answer import AnswerCitation, build_context, confidence, map_citations
 from ragloom.llm.expand import Expansion

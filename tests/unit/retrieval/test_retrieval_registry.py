@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from vector_helpers import unit
 
-from ragloom.errors import QueryError, FilterError, RetrievalError
+from ragloom.errors import FilterError, QueryError, RetrievalError
 from ragloom.retrieval import (
-    DenseRetriever,
     Option,
     RetrievalContext,
     Retriever,

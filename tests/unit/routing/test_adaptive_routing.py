@@ -39,7 +39,7 @@ def _trained(tmp_path, seed=0):
     X = rng.normal(size=(60, len(FEATURE_NAMES)))
     Y = np.stack([X[:, 0] > 0, X[:, 0] <= 0, np.zeros(60)], axis=1).astype(float)
     router = LearnedRouter(make_model(0).fit(X, Y), ["dense", "bm25", "hybrid"], {"data_sha256": "x"})
-    return router, router.save(tmp_path / "router" / "model.pkl"), X
+    return router, router.save(tmp_path / "router" / "model.skops"), X
 
 
 def test_router_artifact_round_trips(tmp_path):
@@ -68,8 +68,8 @@ def test_router_refuses_a_model_that_is_not_its_card(tmp_path):
     path.write_bytes(other.read_bytes())
     with pytest.raises(RouterError, match="sha256"):
         LearnedRouter.load(path)
-    with pytest.raises(RouterError, match="missing"):
-        LearnedRouter.load(tmp_path / "nothing.pkl")
+    with pytest.raises(RouterError, match="no trained router"):
+        LearnedRouter.load(tmp_path / "nothing.skops")
 
 
 def test_llm_choice_is_validated_against_the_candidates():

@@ -35,12 +35,12 @@ from ragloom.types import RetrievedItem, Scope
 
 def test_keys_are_stored_hashed_and_verified(tmp_path):
     store = KeyStore(tmp_path / "keys.json")
-    key, record = store.create("acme", "alice", admin=True)
+    key, record = store.create("acme", "", admin=True)
     text = (tmp_path / "keys.json").read_text()
     assert key not in text and record.key_sha256 in text
     assert stat.S_IMODE((tmp_path / "keys.json").stat().st_mode) == 0o600
     principal = KeyStore(tmp_path / "keys.json").verify(key)  # a second reader (the running service)
-    assert principal is not None and (principal.tenant, principal.user, principal.admin) == ("acme", "alice", True)
+    assert principal is not None and (principal.tenant, principal.user, principal.admin) == ("acme", "", True)
     assert "key_sha256" not in record.public()
     wrong = key[:-1] + ("A" if key[-1] != "A" else "B")
     for bad in (None, "", wrong, "rlk_" + record.key_id, "Bearer " + key, key + "x"):
