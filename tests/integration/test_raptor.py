@@ -127,7 +127,8 @@ def test_summary_asset_builds_then_rebuilds_only_changed_sections(settings, weav
     artifacts = ArtifactStore(base_dir=str(tmp_path / "artifacts"))
     defs = build_defs(settings, {
         "corpus": CorpusResource(docs_dir=str(docs), uploads_dir=str(tmp_path / "uploads")), "artifacts": artifacts,
-        "io_manager": ParquetIOManager(artifacts=artifacts), "embedder": EmbedderResource(), "nlp": NlpResource(),
+        "io_manager": ParquetIOManager(base_dir=artifacts.base_dir), "embedder": EmbedderResource(),
+        "nlp": NlpResource(),
         "weaviate": WeaviateResource(collection_prefix=namespace, api_key=settings.weaviate_api_key),
         "neo4j": Neo4jResource(namespace=namespace, password=settings.neo4j_password)})
     assert defs.resolve_asset_graph().get(AssetKey("summaries_recursive")).pools == {"weaviate"}  # no model: no llm
