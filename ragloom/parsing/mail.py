@@ -17,6 +17,10 @@ _ADDRESS_HEADERS = ("from", "to", "cc")
 
 
 def eml_to_text(data: bytes) -> Parsed:
+    if not data.strip():
+        raise ParseError("empty", "zero-byte or blank email")
+    if b"\x00" in data:  # a saved message is text (attachments are base64 or quoted-printable in it)
+        raise ParseError("binary", "NUL bytes: not a saved email message")
     try:
         message = BytesParser(policy=policy.default).parsebytes(data)
         subject = " ".join(str(message.get("subject", "")).split())
