@@ -183,9 +183,10 @@ class Chunker(ABC):
             if document.page_starts:
                 metadata["page"] = bisect.bisect_right(document.page_starts, span.start)
             embed_text = span.embed_prefix + chunk_text
-            header = table_header_for(text, span.start)  # a piece of a split table embeds its columns too
-            if header and (span.truncate_embed or self.counter.count(span.embed_prefix + header + chunk_text)
-                           <= self.counter.max_tokens):
+            # A piece of a split table embeds its columns too, where the model reads them all (a level embedded
+            # truncated keeps its plain prefix)
+            header = table_header_for(text, span.start)
+            if header and self.counter.count(span.embed_prefix + header + chunk_text) <= self.counter.max_tokens:
                 embed_text = span.embed_prefix + header + chunk_text
             embed_count = counts[i] if embed_text == chunk_text else self.counter.count(embed_text)
             if span.truncate_embed:
@@ -231,7 +232,7 @@ class Chunker(ABC):
         """
         pieces = self._split_text(document, start, end, max_tokens, overlap)
         tables = [t for t in tables_of(document.text) if t.start < end and start < t.end]
-        if not tables or not _cuts_a_row(pieces, tables):
+        if not tables or not (_cuts_a_row(pieces, tables) or self._no_room_for_header(document.text, pieces)):
             return pieces
         out: list[tuple[int, int]] = []
         cursor = start
@@ -245,6 +246,14 @@ class Chunker(ABC):
         if a < b:
             out.extend(self._split_text(document, a, b, max_tokens, overlap))
         return self._join_lone_headings(document, out, max_tokens)
+
+    def _no_room_for_header(self, text: str, pieces: list[tuple[int, int]]) -> bool:
+        """Whether a piece starting inside a table's body leaves the model no room for the header row."""
+        for a, b in pieces:
+            header = table_header_for(text, a)
+            if header and self.counter.count(header + text[a:b]) > self.counter.max_tokens:
+                return True
+        return False
 
     def _pack_rows(self, document: Document, table: TableSpan, start: int, end: int,
                    max_tokens: int) -> list[tuple[int, int]]:
@@ -346,8 +355,9 @@ def table_header_for(text: str, start: int) -> str:
 
 
 def rows_as_units(text: str, units: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Units (trimmed spans in order) re-cut so that each table row is a unit of its own and no unit boundary falls
-    inside a row: units touching one table are joined first, then cut at its row boundaries."""
+    """Units (trimmed spans in order) re-cut so that each table row is a unit of its own (the first with the header
+    row above it) and no unit boundary falls inside a row: units touching one table are joined first, then cut at
+    its row boundaries."""
     tables = tables_of(text)
     if not tables:
         return units
@@ -357,10 +367,12 @@ def rows_as_units(text: str, units: list[tuple[int, int]]) -> list[tuple[int, in
             joined[-1] = (joined[-1][0], b)
         else:
             joined.append((a, b))
+    # the header row and delimiter line stay with the first body row: a header alone says nothing
+    edges = {edge for t in tables for row in (t.rows[:1] + t.rows[3:] if len(t.rows) > 2 else t.rows)
+             for edge in row} | {t.rows[2][1] for t in tables if len(t.rows) > 2}
     out: list[tuple[int, int]] = []
     for a, b in joined:
-        cuts = sorted({a, b, *(edge for t in tables if t.start < b and a < t.end
-                               for row in t.rows for edge in row if a < edge < b)})
+        cuts = sorted({a, b, *(edge for edge in edges if a < edge < b)})
         out.extend((x, y) for x, y in (trim(text, x, y) for x, y in zip(cuts, cuts[1:], strict=False)) if x < y)
     return out
 
