@@ -48,8 +48,16 @@ def _blocks(document) -> list[str]:  # noqa: ANN001 (python-docx's Document)
     from docx.table import Table
 
     items = list(document.iter_inner_content())
+    # Style names by id, read once: python-docx's Paragraph.style scans every style for an unstyled paragraph
+    # (half the parsing time of a long document).
+    names = {style.style_id: style.name or "" for style in document.styles}
+
+    def style_name(paragraph) -> str:  # noqa: ANN001
+        style_id = paragraph._p.style  # the paragraph's own style id; None means the default paragraph style
+        return names.get(style_id, "") if style_id else ""
+
     # With a "Title" paragraph, it is the level-1 heading and "Heading N" sits one level below it.
-    has_title = any(not isinstance(item, Table) and _style_name(item) == "Title" for item in items)
+    has_title = any(not isinstance(item, Table) and style_name(item) == "Title" for item in items)
     blocks: list[str] = []
     for item in items:
         if isinstance(item, Table):
@@ -61,7 +69,7 @@ def _blocks(document) -> list[str]:  # noqa: ANN001 (python-docx's Document)
         text = " ".join(item.text.split())
         if not text:
             continue
-        style = _style_name(item)
+        style = style_name(item)
         heading = _HEADING_STYLE.fullmatch(style)
         if style == "Title":
             blocks.append(f"# {text}")
@@ -81,11 +89,6 @@ def _append_list_item(blocks: list[str], line: str) -> None:
         blocks[-1] += "\n" + line
     else:
         blocks.append(line)
-
-
-def _style_name(paragraph) -> str:  # noqa: ANN001
-    style = paragraph.style
-    return style.name if style is not None and style.name else ""
 
 
 def _numbered(paragraph) -> bool:  # noqa: ANN001
