@@ -22,10 +22,11 @@ from resources import ArtifactStore, CorpusResource
 
 
 @asset(group_name="ingestion", kinds={"python", "parquet"},
-       description="Documents folder + uploads parsed once (Markdown, text, HTML, PDF, JSONL); "
-                   "bad files are rejected with path and reason, the rest go on.")
+       description="Documents folder + uploads parsed once (Markdown, text, HTML, PDF, JSONL, Word, PowerPoint, "
+                   "Excel, CSV, email); bad files are rejected with path and reason, the rest go on.")
 def documents(context: AssetExecutionContext, corpus: CorpusResource, artifacts: ArtifactStore) -> Output[pd.DataFrame]:
-    collected = collect_documents(corpus.sources(), artifacts.read("documents"), log=context.log.info)
+    collected = collect_documents(corpus.sources(), artifacts.read("documents"), log=context.log.info,
+                                  limits=corpus.parse_limits())
     frame = documents_to_frame(collected.documents)
     rejected = rejections_to_frame(collected.rejections)
     artifacts.write("rejected_documents", rejected)

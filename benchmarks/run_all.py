@@ -25,6 +25,8 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "chunking": ([], ["--runs", "1", "--docs", "10", "--semantic-docs", "2"],
                  ["--runs", "1", "--docs", "2", "--semantic-docs", "1"]),
+    "parse_formats": ([], ["--docs", "10", "--scale", "5", "--runs", "2"],
+                      ["--docs", "2", "--scale", "2", "--runs", "1"]),
     "embedding_quality": ([], ["--backends", "torch,onnx-int8"],
                           ["--backends", "onnx-int8", "--documents", "40", "--queries", "10"]),
     "ingest_vectors": ([], ["--sizes", "0.1", "--baseline-reps", "1", "--noop-reps", "2"],

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragloom.parsing import parse_sources
+from ragloom.parsing import ATTACHED_TO, ParseLimits, parse_sources
 from ragloom.tables import chunks_to_frame, frame_to_documents
 from ragloom.types import Document, Log, Rejection
 
@@ -38,8 +38,9 @@ class CollectedDocuments:
     seconds: float = 0.0
 
 
-def collect_documents(sources: Iterable[Source], previous: pd.DataFrame | None, log: Log = print) -> CollectedDocuments:
-    """Parse every source file once and classify documents against the previous run's table."""
+def collect_documents(sources: Iterable[Source], previous: pd.DataFrame | None, log: Log = print,
+                      limits: ParseLimits | None = None) -> CollectedDocuments:
+    """Parse every source file once (under ``limits``) and classify documents against the previous run's table."""
     started = time.monotonic()
     documents: list[Document] = []
     rejections: list[Rejection] = []
@@ -47,9 +48,11 @@ def collect_documents(sources: Iterable[Source], previous: pd.DataFrame | None, 
         if not source.root.exists():
             log(f"source {source.name}: {source.root} does not exist yet, nothing to read")
             continue
-        batch = parse_sources([source.root], source.root, scope_from_path=source.scope_from_path)
+        batch = parse_sources([source.root], source.root, scope_from_path=source.scope_from_path, limits=limits)
         for doc in batch.documents:
             doc.document_id = f"{source.name}/{doc.document_id}"
+            if isinstance(doc.metadata.get(ATTACHED_TO), str):  # an attachment names its email by document id
+                doc.metadata[ATTACHED_TO] = f"{source.name}/{doc.metadata[ATTACHED_TO]}"
             doc.source_path = str(source.root / doc.source_path)
         documents.extend(batch.documents)
         rejections.extend(Rejection(str(source.root / r.source_path), r.reason, r.detail) for r in batch.rejections)

@@ -228,6 +228,12 @@ class Settings:
         "extraction worker processes; 0 = one per CPU, at most 4; batches under 256 chunks stay in-process")
     spacy_gemm: str = _setting("numpy",
         "spaCy's matrix products: numpy (OpenBLAS, one thread per process) | blis (thinc's default)")
+    # parsing: caps that turn hostile or absurd files into rejections (ragloom.parsing.ParseLimits)
+    parse_max_bytes: int = _setting(50_000_000, "a source file as stored; larger files are rejected")
+    parse_max_unpacked_bytes: int = _setting(200_000_000,
+        "an Office file unzipped (checked from the zip's directory before anything is unpacked: zip bombs)")
+    parse_max_sheet_rows: int = _setting(100_000, "rows of one Excel sheet or CSV file")
+    parse_max_cells: int = _setting(2_000_000, "cells of all sheets of one workbook together")
     # pipeline
     chunkings: tuple[str, ...] = _setting(DEFAULT_CHUNKINGS,
         "chunkings materialized: any chunker registered with register_chunker (formerly RAGLOOM_STRATEGIES, still "
@@ -379,6 +385,9 @@ class Settings:
             raise ConfigError(f"RAGLOOM_BM25_K1={self.bm25_k1} must be >= 0 and RAGLOOM_BM25_B={self.bm25_b} in [0, 1]")
         if self.result_cache_ttl_seconds < 0 or self.result_cache_size < 1:
             raise ConfigError("RAGLOOM_RESULT_CACHE_TTL_SECONDS must be >= 0 (0 = off), RAGLOOM_RESULT_CACHE_SIZE >= 1")
+        for name in ("parse_max_bytes", "parse_max_unpacked_bytes", "parse_max_sheet_rows", "parse_max_cells"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
         if self.rerank_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_RERANK_BACKEND={self.rerank_backend!r}: choose torch, onnx or onnx-int8")
 

@@ -104,7 +104,7 @@ class Document:
     title: str
     text: str
     source_path: str
-    format: str  # markdown | text | html | pdf | jsonl
+    format: str  # markdown | text | html | pdf | jsonl | docx | pptx | xlsx | csv | email
     content_hash: str
     modified_at: float = 0.0  # unix seconds of the source file
     headings: list[Heading] = field(default_factory=list)
@@ -118,7 +118,7 @@ class Rejection:
     """A source that could not become a document, and why. Nothing is dropped silently."""
 
     source_path: str
-    reason: str  # short machine-friendly kind: empty, binary, undecodable, corrupt, oversized, malformed
+    reason: str  # short kind: empty, binary, undecodable, corrupt, encrypted, oversized, malformed, ...
     detail: str = ""
 
 

@@ -26,6 +26,7 @@ from pydantic import Field, PrivateAttr
 from ragloom.errors import RagloomError
 from ragloom.files import replacing
 from ragloom.ingest import Source
+from ragloom.parsing import ParseLimits
 from ragloom.settings import Settings
 
 _PATH_FIELDS = ("docs_dir", "uploads_dir", "artifacts_path")
@@ -82,6 +83,12 @@ class CorpusResource(SettingsResource):
     def sources(self) -> list[Source]:
         """Uploads take their scope from their tenant/user/chat subfolders (or a sidecar)."""
         return [Source("docs", self.settings().docs_dir), Source("uploads", self.uploads_root(), scope_from_path=True)]
+
+    def parse_limits(self) -> ParseLimits:
+        """The caps the parsers work under (RAGLOOM_PARSE_*)."""
+        s = self.settings()
+        return ParseLimits(max_bytes=s.parse_max_bytes, max_unpacked_bytes=s.parse_max_unpacked_bytes,
+                           max_sheet_rows=s.parse_max_sheet_rows, max_cells=s.parse_max_cells)
 
 
 class ArtifactStore(SettingsResource):

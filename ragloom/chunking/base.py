@@ -16,6 +16,7 @@ from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
 from ragloom.chunking.tokens import TokenCounter, get_token_counter
 from ragloom.errors import ChunkingError
+from ragloom.parsing.markdown import MARKDOWN_FORMATS, TableSpan, find_tables
 from ragloom.registry import Registry
 from ragloom.types import Chunk, Document, make_chunk_id, sha256_hex
 
@@ -182,7 +183,12 @@ class Chunker(ABC):
             if document.page_starts:
                 metadata["page"] = bisect.bisect_right(document.page_starts, span.start)
             embed_text = span.embed_prefix + chunk_text
-            embed_count = counts[i] if not span.embed_prefix else self.counter.count(embed_text)
+            # A piece of a split table embeds its columns too, where the model reads them all (a level embedded
+            # truncated keeps its plain prefix)
+            header = table_header_for(text, span.start)
+            if header and self.counter.count(span.embed_prefix + header + chunk_text) <= self.counter.max_tokens:
+                embed_text = span.embed_prefix + header + chunk_text
+            embed_count = counts[i] if embed_text == chunk_text else self.counter.count(embed_text)
             if span.truncate_embed:
                 if embed_count > self.counter.max_tokens:
                     embed_text = self.counter.truncate(embed_text, self.counter.max_tokens)
@@ -219,19 +225,88 @@ class Chunker(ABC):
 
         semantic-text-splitter does the cutting; its ``chunk_indices`` offsets are character offsets
         (checked in the tests on non-ASCII text), so they index Python strings directly.
+
+        A pipe table is never cut inside a row: where the splitter would, the range is cut around each table and
+        the table packed row by row (no overlap), leaving room beside later pieces for the header row that
+        ``chunk`` puts in front of their embedded text. Only a single row longer than ``max_tokens`` is cut inside.
         """
+        pieces = self._split_text(document, start, end, max_tokens, overlap)
+        tables = [t for t in tables_of(document.text) if t.start < end and start < t.end]
+        if not tables or not (_cuts_a_row(pieces, tables) or self._no_room_for_header(document.text, pieces)):
+            return pieces
+        out: list[tuple[int, int]] = []
+        cursor = start
+        for table in tables:
+            a, b = trim(document.text, cursor, max(cursor, table.start))
+            if a < b:
+                out.extend(self._split_text(document, a, b, max_tokens, overlap))
+            out.extend(self._pack_rows(document, table, max(start, table.start), min(end, table.end), max_tokens))
+            cursor = min(end, table.end)
+        a, b = trim(document.text, cursor, end)
+        if a < b:
+            out.extend(self._split_text(document, a, b, max_tokens, overlap))
+        return self._join_lone_headings(document, out, max_tokens)
+
+    def _no_room_for_header(self, text: str, pieces: list[tuple[int, int]]) -> bool:
+        """Whether a piece starting inside a table's body leaves the model no room for the header row."""
+        for a, b in pieces:
+            header = table_header_for(text, a)
+            if header and self.counter.count(header + text[a:b]) > self.counter.max_tokens:
+                return True
+        return False
+
+    def _pack_rows(self, document: Document, table: TableSpan, start: int, end: int,
+                   max_tokens: int) -> list[tuple[int, int]]:
+        """The rows of ``table`` within ``[start, end)`` packed into pieces of at most ``max_tokens``; a piece after
+        the first keeps room for the header row in its embedded text."""
+        text = document.text
+        rows = [(max(a, start), min(b, end)) for a, b in table.rows if a < end and start < b]
+        rows = [(a, b) for a, b in (trim(text, a, b) for a, b in rows) if a < b]
+        special = self.counter.special_tokens
+        header = self.counter.count(text[table.start : table.header_end]) - special
+        # rows meet at a newline, which WordPiece never spans, so their counts add up (checked below)
+        counts = [n - special for n in self.counter.count_many([text[a:b] for a, b in rows])]
+        full = max_tokens - special
+        room_after_header = min(full, self.counter.max_tokens - special - (header if header < full // 2 else 0))
+        pieces: list[tuple[int, int]] = []
+        size = 0
+        for (a, b), n in zip(rows, counts, strict=True):
+            room = full if pieces and pieces[-1][0] < table.header_end else room_after_header
+            if pieces and size + n <= room:
+                pieces[-1] = (pieces[-1][0], b)
+                size += n
+            else:
+                pieces.append((a, b))
+                size = n
+        out: list[tuple[int, int]] = []
+        for a, b in pieces:
+            if self.counter.count(text[a:b]) <= max_tokens:
+                out.append((a, b))
+            else:  # one row longer than a chunk: the only cut made inside a row
+                out.extend(self._split_text(document, a, b, max_tokens, 0))
+        return out
+
+    def _split_text(self, document: Document, start: int, end: int, max_tokens: int,
+                    overlap: int = 0) -> list[tuple[int, int]]:
+        """``split_range`` without its care for tables: the splitter's pieces."""
         capacity = max_tokens - self.counter.special_tokens
         if capacity <= overlap:
             raise ChunkingError(f"{self.name}: {max_tokens} tokens leaves no room next to overlap={overlap}")
-        markdown = document.format in ("markdown", "html") or bool(document.headings)
+        markdown = document.format in MARKDOWN_FORMATS or bool(document.headings)
         splitter = _splitter(self.counter, markdown, capacity, overlap)
         text = document.text
         # MarkdownSplitter keeps leading indentation even with trim=True; chunks here never start with blanks
         pieces = [trim(text, start + offset, start + offset + len(piece))
                   for offset, piece in splitter.chunk_indices(text[start:end]) if piece.strip()]
+        return self._join_lone_headings(document, pieces, max_tokens)
+
+    def _join_lone_headings(self, document: Document, pieces: list[tuple[int, int]],
+                            max_tokens: int) -> list[tuple[int, int]]:
+        """The splitter may leave a heading alone at the end of a full chunk (and a table cut out of its section
+        may follow its heading directly); a heading belongs with what follows."""
         if not document.headings:
             return pieces
-        # The splitter may leave a heading alone at the end of a full chunk; it belongs with what follows.
+        text = document.text
         merged: list[tuple[int, int]] = []
         i = 0
         while i < len(pieces):
@@ -246,6 +321,60 @@ class Chunker(ABC):
 
 
 _HEADING_ONLY = re.compile(r"(?:[ \t]{0,3}#{1,6}[ \t][^\n]*(?:\n\s*|\Z))+\Z")
+
+
+@functools.lru_cache(maxsize=64)
+def tables_of(text: str) -> tuple[TableSpan, ...]:
+    """The pipe tables of a document's text (cached: the strategies ask once per piece)."""
+    return tuple(find_tables(text))
+
+
+def _row_containing(tables: Iterable[TableSpan], offset: int) -> tuple[int, int] | None:
+    """The table row (line) that ``offset`` falls strictly inside, if any."""
+    for table in tables:
+        if table.start < offset < table.end:
+            i = bisect.bisect_right([a for a, _ in table.rows], offset) - 1
+            if i >= 0 and table.rows[i][0] < offset < table.rows[i][1]:
+                return table.rows[i]
+    return None
+
+
+def _cuts_a_row(pieces: list[tuple[int, int]], tables: list[TableSpan]) -> bool:
+    return any(_row_containing(tables, edge) is not None for a, b in pieces for edge in (a, b))
+
+
+def table_header_for(text: str, start: int) -> str:
+    """The header row (and delimiter line) of the table whose body holds ``start``; '' when it is not in a table
+    body. What a piece of a split table carries in front of its embedded text, so its rows keep their columns."""
+    for table in tables_of(text):
+        if table.header_end < start < table.end:
+            return text[table.start : table.header_end] + "\n"
+        if table.start > start:
+            break
+    return ""
+
+
+def rows_as_units(text: str, units: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Units (trimmed spans in order) re-cut so that each table row is a unit of its own (the first with the header
+    row above it) and no unit boundary falls inside a row: units touching one table are joined first, then cut at
+    its row boundaries."""
+    tables = tables_of(text)
+    if not tables:
+        return units
+    joined: list[tuple[int, int]] = []
+    for a, b in units:
+        if joined and any(t.start < a and joined[-1][1] < t.end for t in tables):  # they meet inside a table
+            joined[-1] = (joined[-1][0], b)
+        else:
+            joined.append((a, b))
+    # the header row and delimiter line stay with the first body row: a header alone says nothing
+    edges = {edge for t in tables for row in (t.rows[:1] + t.rows[3:] if len(t.rows) > 2 else t.rows)
+             for edge in row} | {t.rows[2][1] for t in tables if len(t.rows) > 2}
+    out: list[tuple[int, int]] = []
+    for a, b in joined:
+        cuts = sorted({a, b, *(edge for edge in edges if a < edge < b)})
+        out.extend((x, y) for x, y in (trim(text, x, y) for x, y in zip(cuts, cuts[1:], strict=False)) if x < y)
+    return out
 
 
 @functools.lru_cache(maxsize=256)

@@ -8,7 +8,15 @@ from typing import Any
 
 import numpy as np
 
-from ragloom.chunking.base import BLANK_LINE, DEFAULT_CHUNK_SIZE, Chunker, Span, cut_after, register_chunker
+from ragloom.chunking.base import (
+    BLANK_LINE,
+    DEFAULT_CHUNK_SIZE,
+    Chunker,
+    Span,
+    cut_after,
+    register_chunker,
+    rows_as_units,
+)
 from ragloom.chunking.tokens import TokenCounter
 from ragloom.embedding.base import Embedder
 from ragloom.errors import ChunkingError
@@ -121,9 +129,10 @@ class SemanticChunker(Chunker):
     def sentences(self, document: Document) -> list[tuple[int, int]]:
         """The units compared (spans covering the text): sentences; with ``units="paragraph"`` paragraphs (and
         headings, list items, clauses), sentences only inside a paragraph longer than chunk_size. A sentence
-        longer than chunk_size is cut by the size splitter."""
+        longer than chunk_size is cut by the size splitter. Each row of a pipe table is a unit (a cell's full stop
+        is no sentence end), so chunks never end inside a row."""
         patterns = (_PARAGRAPH, _BOUNDARY) if self.units == "paragraph" else (_BOUNDARY,)
-        return self._units_in(document, 0, len(document.text), patterns)
+        return rows_as_units(document.text, self._units_in(document, 0, len(document.text), patterns))
 
     def _units_in(self, document: Document, start: int, end: int,
                   patterns: tuple[re.Pattern[str], ...]) -> list[tuple[int, int]]:

@@ -1,4 +1,5 @@
-"""Files under a root -> Documents, each bad file or JSONL line -> a Rejection; one bad source never stops a batch."""
+"""Files under a root -> Documents, each bad file, JSONL line or attachment -> a Rejection; one bad source never
+stops a batch."""
 
 from __future__ import annotations
 
@@ -12,17 +13,25 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragloom.errors import ParseError, ScopeError
+from ragloom.parsing.base import Parsed, ParseLimits
 from ragloom.parsing.html import html_to_text
 from ragloom.parsing.jsonl import JsonlRecord, read_jsonl
-from ragloom.parsing.markdown import first_title, parse_headings
+from ragloom.parsing.mail import eml_to_text
+from ragloom.parsing.markdown import MARKDOWN_FORMATS, first_title, parse_headings
 from ragloom.parsing.pdf import pdf_to_text
-from ragloom.types import Document, Heading, Rejection, Scope, sha256_hex
+from ragloom.parsing.sheets import csv_to_text, xlsx_to_text
+from ragloom.parsing.slides import pptx_to_text
+from ragloom.parsing.word import docx_to_text
+from ragloom.types import Document, Rejection, Scope, sha256_hex
 
-DEFAULT_MAX_BYTES = 50_000_000
 SIDECAR_SUFFIX = ".meta.json"
 SIDECAR_MAX_BYTES = 1_000_000
+# Macro-enabled Office files (.docm, .pptm, .xlsm) are read as their macro-free kin: the parsers read the XML
+# content and never the VBA project, so nothing in the file runs.
 FORMATS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".html": "html", ".htm": "html",
-           ".pdf": "pdf", ".jsonl": "jsonl"}
+           ".pdf": "pdf", ".jsonl": "jsonl", ".docx": "docx", ".docm": "docx", ".pptx": "pptx", ".pptm": "pptx",
+           ".xlsx": "xlsx", ".xlsm": "xlsx", ".csv": "csv", ".eml": "email"}
+ATTACHED_TO = "attached_to"  # an attachment's metadata: the document id of the email it came in
 _SIDECAR_KEYS = {"metadata", "scope", "title"}
 _TITLE_MAX_CHARS = 120
 
@@ -99,21 +108,24 @@ def parse_path(
     *,
     scope: Scope | None = None,
     scope_from_path: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
+    limits: ParseLimits | None = None,
     on_reject: Callable[[Rejection], None] | None = None,
 ) -> list[Document]:
-    """The documents in one file (a JSONL file yields one per line).
+    """The documents in one file (a JSONL file yields one per line, an email one more per parsed attachment).
 
     ``path`` is absolute or relative to ``root``; the document id is the POSIX path relative to ``root``
-    (JSONL: ``<path>#<line id>``). A whole-file problem raises ParseError. A bad JSONL line goes to
-    ``on_reject`` when given (the other lines still parse), else it raises too.
+    (JSONL: ``<path>#<line id>``; an email's attachment: ``<path>#<file name>``). A whole-file problem raises
+    ParseError. A bad JSONL line, a bad attachment, or pages of a PDF without text go to ``on_reject`` when
+    given (the rest still parses), else a bad line raises too. ``max_bytes`` overrides ``limits.max_bytes``.
     """
+    limits = limits or ParseLimits()
     lexical, real, rel = _locate(Path(path), Path(root))
     fmt = FORMATS.get(PurePosixPath(rel).suffix.lower())  # the name as listed, even when a symlink
     if fmt is None:
         raise ParseError("unsupported", f"unsupported file type {Path(rel).suffix or '(none)'!r}; "
                                         f"supported: {', '.join(sorted(FORMATS))}")
-    data, modified_at = _read_capped(real, max_bytes)
+    data, modified_at = _read_capped(real, limits.max_bytes if max_bytes is None else max_bytes)
     doc_scope = scope or Scope()
     if scope_from_path:
         doc_scope = _narrow(doc_scope, scope_from_upload_path(rel), rel)
@@ -127,33 +139,86 @@ def parse_path(
         return jsonl_documents(decode_text(data), rel, scope=doc_scope, metadata=extra_metadata,
                                modified_at=modified_at, on_reject=on_reject)
 
-    page_starts: list[int] = []
-    headings: list[Heading] = []
-    if fmt == "pdf":
-        text, page_starts, title = pdf_to_text(data)
-        title = title or _first_line_title(text)
-    elif fmt == "html":
+    report = on_reject or (lambda rejection: None)  # without a listener, the metadata still names the pages
+    parsed = parse_content(fmt, data, limits)
+    documents = [_document(rel, rel, fmt, parsed, Path(rel).stem, sidecar_title, parsed.metadata, extra_metadata,
+                           doc_scope, modified_at)]
+    for reason, detail in parsed.problems:
+        report(Rejection(rel, reason, detail))
+    taken: set[str] = set()
+    for attachment in parsed.attachments:
+        name, copy = attachment.filename, 1
+        while name in taken:  # two attachments of one name
+            copy += 1
+            name = f"{copy}-{attachment.filename}"
+        taken.add(name)
+        attachment_id = f"{rel}#{name}"
+        attachment_fmt = FORMATS.get(PurePosixPath(name).suffix.lower())
+        if attachment_fmt in (None, "jsonl", "email"):
+            suffix = PurePosixPath(name).suffix or "(none)"
+            report(Rejection(attachment_id, "unsupported", f"attachment type {suffix!r} is not parsed"))
+            continue
         try:
-            text, title = html_to_text(decode_text(data))
+            inner = parse_content(attachment_fmt, attachment.data, limits)
+        except ParseError as e:
+            report(Rejection(attachment_id, e.reason, e.detail))
+            continue
+        except Exception as e:  # as parse_sources: one odd attachment must not lose the email
+            report(Rejection(attachment_id, "corrupt", f"{type(e).__name__}: {e}"))
+            continue
+        for reason, detail in inner.problems:
+            report(Rejection(attachment_id, reason, detail))
+        # the email's own metadata (sender, date) describes its attachments too, unless they say otherwise
+        file_meta = {**parsed.metadata, **inner.metadata, ATTACHED_TO: rel}
+        documents.append(_document(attachment_id, rel, attachment_fmt, inner, name, "", file_meta, extra_metadata,
+                                   doc_scope, modified_at))
+    return documents
+
+
+def parse_content(fmt: str, data: bytes, limits: ParseLimits | None = None) -> Parsed:
+    """One file's bytes in format ``fmt`` (a FORMATS value other than jsonl) as Markdown-like text."""
+    limits = limits or ParseLimits()
+    if fmt == "pdf":
+        return pdf_to_text(data)
+    if fmt == "docx":
+        return docx_to_text(data, limits)
+    if fmt == "pptx":
+        return pptx_to_text(data, limits)
+    if fmt == "xlsx":
+        return xlsx_to_text(data, limits)
+    if fmt == "email":
+        return eml_to_text(data)
+    text = decode_text(data)
+    if fmt == "csv":
+        return csv_to_text(text, limits)
+    if fmt == "html":
+        try:
+            text, title = html_to_text(text)
         except RecursionError as e:
             raise ParseError("corrupt", "HTML nested too deeply to parse") from e
         if not text.strip():
             raise ParseError("empty", "no text left after removing page boilerplate")
-        headings = parse_headings(text)
-        title = title or first_title(headings)
-    else:
-        text = decode_text(data)
-        if fmt == "markdown":
-            headings = parse_headings(text)
-            title = first_title(headings)
-        else:
-            title = _first_line_title(text)
-    title = sidecar_title or title or Path(rel).stem
-    return [Document(
-        document_id=rel, title=title, text=text, source_path=rel, format=fmt,
-        content_hash=document_hash(text, title, extra_metadata, doc_scope), modified_at=modified_at,
-        headings=headings, page_starts=page_starts, metadata=dict(extra_metadata), scope=doc_scope,
-    )]
+        return Parsed(text=text, title=title)
+    if fmt in ("markdown", "text"):
+        return Parsed(text=text)
+    raise ParseError("unsupported", f"no parser for format {fmt!r}")
+
+
+def _document(document_id: str, source_path: str, fmt: str, parsed: Parsed, fallback_title: str, sidecar_title: str,
+              file_meta: dict[str, Any], sidecar_meta: dict[str, Any], scope: Scope, modified_at: float) -> Document:
+    """A Document of parsed text: headings found in Markdown-like formats; metadata from the file, then the
+    sidecar's, which wins."""
+    headings = parse_headings(parsed.text) if fmt in MARKDOWN_FORMATS else []
+    title = parsed.title or first_title(headings)
+    if not title and fmt in ("text", "pdf"):
+        title = _first_line_title(parsed.text)
+    title = sidecar_title or title or fallback_title
+    metadata = {**file_meta, **sidecar_meta}
+    return Document(
+        document_id=document_id, title=title, text=parsed.text, source_path=source_path, format=fmt,
+        content_hash=document_hash(parsed.text, title, metadata, scope), modified_at=modified_at,
+        headings=headings, page_starts=parsed.page_starts, metadata=metadata, scope=scope,
+    )
 
 
 def parse_sources(
@@ -162,7 +227,8 @@ def parse_sources(
     *,
     scope: Scope | None = None,
     scope_from_path: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
+    limits: ParseLimits | None = None,
 ) -> ParseBatch:
     """Parse files and folders (walked recursively, in sorted order) under ``root``; never raises for one bad source.
 
@@ -178,7 +244,7 @@ def parse_sources(
         seen.add(key)
         try:
             batch.documents.extend(parse_path(path, root, scope=scope, scope_from_path=scope_from_path,
-                                              max_bytes=max_bytes, on_reject=batch.rejections.append))
+                                              max_bytes=max_bytes, limits=limits, on_reject=batch.rejections.append))
         except ParseError as e:
             batch.rejections.append(Rejection(_display(path, Path(root)), e.reason, e.detail))
         except OSError as e:

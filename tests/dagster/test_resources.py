@@ -27,6 +27,13 @@ def test_unset_fields_take_the_environment_at_run_time_not_at_import(monkeypatch
     assert EmbedderResource(batch_size=5).settings().embed_batch_size == 5  # a set field overrides
 
 
+def test_parse_caps_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("RAGLOOM_PARSE_MAX_SHEET_ROWS", "250")
+    monkeypatch.setenv("RAGLOOM_PARSE_MAX_UNPACKED_BYTES", "1000000")
+    limits = CorpusResource().parse_limits()
+    assert (limits.max_sheet_rows, limits.max_unpacked_bytes, limits.max_bytes) == (250, 1_000_000, 50_000_000)
+
+
 def test_settings_of_merges_every_resource_over_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("RAGLOOM_SPACY_GEMM", "blis")
     monkeypatch.setenv("RAGLOOM_WEAVIATE_HOST", "10.0.0.9")

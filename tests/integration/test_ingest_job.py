@@ -110,3 +110,43 @@ def test_graph_asset_extracts_in_worker_processes_inside_a_run(settings, weaviat
     assert graph.stats()["chunks"] == chunks and graph.dangling_mentions() == 0
     again = _run(defs)
     assert again["graph_recursive"]["chunks_added"] == 0
+
+
+def test_office_email_and_csv_files_ingest_with_headings_tables_and_file_metadata(
+        settings, weaviate_store_factory, namespace, tmp_path):
+    """A folder with one file of each new format (and a bad one): Word headings and slide titles are heading paths,
+    the file's author and dates are filterable like sidecar metadata, and the broken file is only a rejection."""
+    from ragloom.filters import bind, build_where
+    from ragloom.types import Scope
+
+    docs = tmp_path / "docs"
+    for rel in ("reports/quarterly_review_q3_2024.docx", "company/strategy_2025.pptx", "reports/sensor_fleet_2024.xlsx",
+                "customers/customers.csv", "news/kelpwatch_shipped.eml", "reports/annual_report_2024.pdf"):
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SAMPLE_CORPUS / rel, docs / rel)
+    (docs / "reports" / "broken.docx").write_bytes(b"PK\x03\x04 not a package")
+    headered = dataclasses.replace(settings, chunkings=("headered",), graph_chunkings=(), summary_chunkings=())
+    defs = _defs(headered, namespace, tmp_path)
+    wv = weaviate_store_factory(namespace)
+    result = defs.resolve_job_def("ingest_job").execute_in_process(raise_on_error=True)
+    assert result.success
+    meta = {m.asset_key.to_user_string(): {k: v.value for k, v in m.metadata.items()}
+            for m in [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]}
+    assert meta["documents"]["documents"] == 7  # six files and the email's attachment
+    assert meta["documents"]["rejected"] == 1 and "broken.docx" in meta["documents"]["rejected_files"]
+
+    def where(filters):
+        return bind(build_where(Scope(), filters), wv.property_types("headered"))
+
+    (supply,) = wv.bm25("headered", "battery cells single supplier", k=1)
+    assert supply.heading_path == ["Quarterly Business Review Q3 2024", "Risks", "Supply chain"]
+    (targets,) = wv.bm25("headered", "KelpWatch customers target", k=1)
+    assert targets.document_id == "docs/company/strategy_2025.pptx" and targets.heading_path == ["Targets for 2025"]
+    by_author = wv.bm25("headered", "HarborSight", k=50, where=where({"author": "Priya Raman"}))
+    assert by_author and {i.document_id for i in by_author} == {"docs/reports/quarterly_review_q3_2024.docx"}
+    dated = wv.bm25("headered", "TideLens", k=50, where=where({"created": {"gte": "2024-11-01"}}))
+    assert {i.document_id for i in dated} == {"docs/reports/quarterly_review_q3_2024.docx",
+                                              "docs/company/strategy_2025.pptx", "docs/reports/sensor_fleet_2024.xlsx"}
+    attachment = wv.bm25("headered", "KW-2024-0009 calibration", k=1)
+    assert attachment[0].document_id == "docs/news/kelpwatch_shipped.eml#kelpwatch_shipment.csv"
+    assert attachment[0].metadata.get("meta_attached_to") == "docs/news/kelpwatch_shipped.eml"

@@ -110,8 +110,7 @@ def test_random_bytes_in_a_batch_with_a_good_file(tmp_path, files):
 
 @pytest.fixture(scope="module")
 def pdf_lines() -> set[str]:
-    text, _, _ = pdf_to_text(PDF.read_bytes())
-    return set(text.splitlines())
+    return set(pdf_to_text(PDF.read_bytes()).text.splitlines())
 
 
 @fuzz(80)

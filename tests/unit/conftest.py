@@ -11,6 +11,19 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
+def _literal(text: str) -> bytes:
+    """A PDF string literal of cp1252 text."""
+    out = bytearray(b"(")
+    for byte in text.encode("cp1252"):
+        if byte in b"()\\":
+            out += b"\\" + bytes([byte])
+        elif byte < 32 or byte > 126:
+            out += b"\\%03o" % byte
+        else:
+            out.append(byte)
+    return bytes(out + b")")
+
+
 def write_text_pdf(path: Path, pages: list[list[str]], title: str = "") -> Path:
     """A valid PDF with one Helvetica text line per string, so pypdf can extract real text.
 
@@ -18,30 +31,54 @@ def write_text_pdf(path: Path, pages: list[list[str]], title: str = "") -> Path:
     xref table with exact byte offsets. Characters outside cp1252 are not supported.
     """
 
-    def literal(text: str) -> bytes:
-        out = bytearray(b"(")
-        for byte in text.encode("cp1252"):
-            if byte in b"()\\":
-                out += b"\\" + bytes([byte])
-            elif byte < 32 or byte > 126:
-                out += b"\\%03o" % byte
-            else:
-                out.append(byte)
-        return bytes(out + b")")
+    streams = [b"BT /F1 10 Tf 13 TL 60 740 Td " + b" ".join(_literal(line) + b" Tj T*" for line in lines) + b" ET"
+               for lines in pages]
+    return _write_pdf(path, streams, _literal(title))
 
+
+def write_table_pdf(path: Path, above: list[str], rows: list[list[str]], below: list[str]) -> Path:
+    """A one-page PDF: text lines, a ruled table (every cell boxed by drawn lines, as pdfplumber's table finder
+    expects), text lines; Helvetica, cp1252 text."""
+
+    def text_at(x: float, y: float, text: str) -> bytes:
+        return b"BT /F1 10 Tf %.1f %.1f Td %s Tj ET" % (x, y, _literal(text))
+
+    ops: list[bytes] = []
+    y = 740.0
+    for line in above:
+        ops.append(text_at(60, y, line))
+        y -= 14
+    top, row_height, col_width = y - 6, 20.0, 150.0
+    width = max(len(r) for r in rows)
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            ops.append(text_at(60 + c * col_width + 4, top - (r + 1) * row_height + 6, cell))
+    for r in range(len(rows) + 1):
+        ops.append(b"60 %.1f m %.1f %.1f l S" % (top - r * row_height, 60 + width * col_width, top - r * row_height))
+    for c in range(width + 1):
+        ops.append(b"%.1f %.1f m %.1f %.1f l S" % (60 + c * col_width, top, 60 + c * col_width,
+                                                  top - len(rows) * row_height))
+    y = top - len(rows) * row_height - 20
+    for line in below:
+        ops.append(text_at(60, y, line))
+        y -= 14
+    return _write_pdf(path, [b"\n".join(ops)], b"()")
+
+
+def _write_pdf(path: Path, streams: list[bytes], title: bytes) -> Path:
+    """Objects, one content stream per page and an xref table with exact byte offsets."""
     objects: list[bytes] = []  # object i+1
-    page_ids = [4 + 2 * i for i in range(len(pages))]
+    page_ids = [4 + 2 * i for i in range(len(streams))]
     objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
     objects.append(b"<< /Type /Pages /Kids [%s] /Count %d >>"
-                   % (b" ".join(b"%d 0 R" % pid for pid in page_ids), len(pages)))
+                   % (b" ".join(b"%d 0 R" % pid for pid in page_ids), len(streams)))
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
-    for pid, lines in zip(page_ids, pages, strict=True):
-        stream = b"BT /F1 10 Tf 13 TL 60 740 Td " + b" ".join(literal(line) + b" Tj T*" for line in lines) + b" ET"
+    for pid, stream in zip(page_ids, streams, strict=True):
         objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
                        b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (pid + 1))
         objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
     info_id = len(objects) + 1
-    objects.append(b"<< /Title %s /Producer (ragloom tests) >>" % literal(title))
+    objects.append(b"<< /Title %s /Producer (ragloom tests) >>" % title)
 
     body = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []

@@ -40,3 +40,18 @@ def test_unreadable_file_keeps_its_previous_version(tmp_path, monkeypatch):
     assert [d.document_id for d in second.documents] == ["docs/a.md"]
     assert second.unchanged == ["docs/a.md"] and not second.removed
     assert len(second.rejections) == 1  # still reported
+
+
+def test_attachments_name_their_email_by_document_id_and_parse_limits_apply(tmp_path):
+    import shutil
+
+    from ragloom.parsing import ParseLimits
+    from ragloom.settings import SAMPLE_CORPUS
+
+    shutil.copy(SAMPLE_CORPUS / "news" / "kelpwatch_shipped.eml", tmp_path / "mail.eml")
+    (tmp_path / "long.csv").write_text("n\n" + "1\n" * 10)
+    got = collect_documents([Source("docs", tmp_path)], None, log=lambda _: None, limits=ParseLimits(max_sheet_rows=5))
+    by_id = {d.document_id: d for d in got.documents}
+    assert set(by_id) == {"docs/mail.eml", "docs/mail.eml#kelpwatch_shipment.csv"}
+    assert by_id["docs/mail.eml#kelpwatch_shipment.csv"].metadata["attached_to"] == "docs/mail.eml"
+    assert [(r.source_path, r.reason) for r in got.rejections] == [(str(tmp_path / "long.csv"), "oversized")]

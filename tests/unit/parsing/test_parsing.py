@@ -35,7 +35,8 @@ def test_sample_corpus_parses_every_file_without_rejections(sample_batch):
                    if p.is_file() and not p.name.endswith(".meta.json"))
     assert sample_batch.rejections == []
     assert sorted({d.source_path for d in sample_batch.documents}) == files
-    assert {d.format for d in sample_batch.documents} == {"markdown", "text", "html", "pdf", "jsonl"}
+    assert {d.format for d in sample_batch.documents} == {"markdown", "text", "html", "pdf", "jsonl", "docx", "pptx",
+                                                          "xlsx", "csv", "email"}
     assert sum(p.stat().st_size for p in SAMPLE_CORPUS.rglob("*") if p.is_file()) < 200_000
 
 
@@ -310,13 +311,13 @@ def test_a_folder_outside_the_root_is_one_rejection_and_not_walked(tmp_path):
 
 
 def test_unsupported_missing_and_bad_sidecar(tmp_path):
-    (tmp_path / "data.csv").write_text("a,b\n")
+    (tmp_path / "data.xls").write_text("a,b\n")
     (tmp_path / "typo.md").write_text("# Typo\n")
     (tmp_path / "typo.md.meta.json").write_text(json.dumps({"scopes": "acme"}))
     (tmp_path / "broken.md").write_text("# Broken\n")
     (tmp_path / "broken.md.meta.json").write_text("{")
     batch = parse_sources([tmp_path, "missing.md"], tmp_path)
-    assert reasons(batch) == {"broken.md": "malformed", "data.csv": "unsupported", "typo.md": "malformed",
+    assert reasons(batch) == {"broken.md": "malformed", "data.xls": "unsupported", "typo.md": "malformed",
                               "missing.md": "unreadable"}
     assert batch.documents == []
     gone = parse_sources([tmp_path / "no-such-folder"], tmp_path / "no-such-folder")
