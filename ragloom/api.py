@@ -27,7 +27,8 @@ from ragloom.settings import Settings
 from ragloom.types import RetrievalResult
 
 if TYPE_CHECKING:
-    from ragloom.llm import Answer, AnswerCache, LLMClient
+    from ragloom.answer import Answer
+    from ragloom.llm import AnswerCache, LLMClient
 
 log = logging.getLogger(__name__)
 _UNSET: Any = object()
@@ -97,7 +98,7 @@ class Ragloom:
         return store
 
     def _load_router(self) -> Any:
-        from ragloom.routing import LearnedRouter
+        from ragloom.retrieval.routing import LearnedRouter
 
         return LearnedRouter.load(self.settings.resolved_router_model)
 
@@ -205,9 +206,9 @@ class Ragloom:
         ``use_cache`` (read and write the answer cache). ``on_token``: called with each piece of the answer as
         it streams. Model failures raise LLMError (nothing is cached then).
         """
+        from ragloom.answer import AnswerOptions
+        from ragloom.answer import answer as answer_question
         from ragloom.chunking.tokens import get_token_counter
-        from ragloom.llm import AnswerOptions
-        from ragloom.llm import answer as answer_question
 
         query = self.parse(question, fields)
         s = self.settings

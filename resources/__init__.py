@@ -23,6 +23,7 @@ from dagster import (
 )
 from pydantic import Field, PrivateAttr
 
+from ragloom.chunking import check_chunking_settings
 from ragloom.errors import RagloomError
 from ragloom.files import replacing
 from ragloom.ingest import Source
@@ -65,6 +66,7 @@ def settings_of(*resources: SettingsResource) -> Settings:
         overrides |= resource.overrides()
     settings = dataclasses.replace(Settings.from_env(), **overrides)
     settings.validate()
+    check_chunking_settings(settings)  # names and chunker options against the registry, before anything runs
     return settings
 
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ragloom.chunking import chunker_for
+from ragloom.chunking import check_chunking_settings, chunker_for
 from ragloom.errors import ConfigError, RagloomError
 from ragloom.evaluation.baselines import BM25Baseline, DenseBaseline, baseline_units
 from ragloom.evaluation.datasets import EvalDataset, load_dataset
@@ -22,7 +22,7 @@ from ragloom.evaluation.report import BASELINE_BM25, BASELINE_DENSE, EvalReport,
 from ragloom.query import check_chunking, parse_query
 from ragloom.retrieval import options_for, strategy_class
 from ragloom.retrieval.query import check_text
-from ragloom.routing.monitor import AdaptiveTally, Outcome, outcome
+from ragloom.retrieval.routing.monitor import AdaptiveTally, Outcome, outcome
 from ragloom.settings import Settings
 from ragloom.types import Log
 
@@ -122,6 +122,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
     if not dataset.queries:
         raise ConfigError(f"{dataset_path}: no queries with relevance judgements")
     eval_settings = namespace_settings(settings, dataset.name, namespace)
+    check_chunking_settings(eval_settings)
     log(f"{dataset.name}: {len(dataset.documents)} documents, {len(dataset.queries)} queries; collections "
         f"{eval_settings.collection_prefix}*, graph namespace {eval_settings.graph_namespace!r}")
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ragloom.answer import AnswerCitation, build_context, confidence, map_citations, parse_citations
 from ragloom.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError, QueryError
-from ragloom.llm import AnswerCache, LLMClient, cache_key, parse_citations, prompts
-from ragloom.llm.answer import AnswerCitation, build_context, confidence, map_citations
+from ragloom.llm import AnswerCache, LLMClient, cache_key, prompts
 from ragloom.llm.expand import Expansion
 from ragloom.llm.generate import split_reasoning
 from ragloom.llm.jsonout import check, extract_json, parse_json
