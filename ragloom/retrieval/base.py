@@ -515,19 +515,19 @@ def options_for(strategies: Sequence[str], given: Mapping[str, Any] | str | None
         try:
             given = json.loads(given) if given.strip() else {}
         except json.JSONDecodeError as e:
-            raise RetrievalError(f"options are not valid JSON: {e.msg} (at character {e.pos})") from e
+            raise QueryError(f"options are not valid JSON: {e.msg} (at character {e.pos})") from e
     if not isinstance(given, Mapping) and given is not None:
-        raise RetrievalError(f"options must be a JSON object of option: value, got {type(given).__name__}")
+        raise QueryError(f"options must be a JSON object of option: value, got {type(given).__name__}")
     classes = {name: strategy_class(name) for name in strategies}
     for pair in pairs:
         if "=" not in pair or not pair.partition("=")[0].strip():
-            raise RetrievalError(f"option {pair!r} should look like key=value")
+            raise QueryError(f"option {pair!r:.80} should look like key=value")
     named = {*(given or {}), *(pair.partition("=")[0].strip() for pair in pairs)}
     declared = {option for cls in classes.values() for option in cls.all_options()}
     unknown = sorted(named - declared)
     if unknown:
         owner = ", ".join(classes)
-        raise RetrievalError(f"{owner}: unknown option {unknown[0]!r}; options: {', '.join(sorted(declared))}")
+        raise QueryError(f"{owner}: unknown option {unknown[0]!r:.80}; options: {', '.join(sorted(declared))}")
     out = {}
     for name, cls in classes.items():
         mine = cls.all_options()
