@@ -68,7 +68,8 @@ POSTPROCESS_OPTIONS: dict[str, Option] = {
     "rerank_candidates": Option(30, min=1, max=MAX_K * 2, help="how many of the strategy's best items the "
                                 "reranker reads (at least k)"),
     "relevance_floor": Option(0.0, min=0.0, max=1.0, help="drop reranked items whose relevance (sigmoid) is "
-                              "below this; 0 = off; never abstains"),
+                              "below this; 0 = off; when it drops every item, an abstaining query (abstain) says "
+                              "it abstained with reason 'no results'"),
 }
 POSTPROCESS_DEFAULTS: dict[str, Any] = {name: option.default for name, option in POSTPROCESS_OPTIONS.items()}
 
@@ -193,10 +194,6 @@ class RetrievalContext:
             while len(self._query_vectors) > self.query_vector_size:
                 self._query_vectors.popitem(last=False)
         return vector
-
-    def loaded(self, name: str) -> Any:
-        """The object if already loaded, without loading it (for close())."""
-        return self._values.get(name)
 
 
 @dataclass

@@ -365,6 +365,3 @@ class Neo4jStore(Closing):
     def dangling_mentions(self) -> int:
         return self._run(cypher.dangling_mentions(self.namespace))[0]["n"]
 
-    def chunk_ids_not_in(self, ids: set[str], strategy: str) -> list[str]:
-        """Chunks of ``strategy`` in the graph that are not in ``ids`` (the current chunk set), sorted."""
-        return sorted(self.chunk_ids(strategy) - set(ids))

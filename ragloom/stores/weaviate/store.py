@@ -1,4 +1,4 @@
-"""``WeaviateStore``: the only code that talks to Weaviate for chunks, assembled from its parts."""
+"""``WeaviateStore``: the chunk store on Weaviate, assembled from its parts (one file per concern in this package)."""
 
 from __future__ import annotations
 
