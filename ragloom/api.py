@@ -14,17 +14,20 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ragloom import dynamic
+from ragloom.dynamic import InjectedItem
 from ragloom.errors import QueryError, RagloomError
+from ragloom.promotion import Promotion, promote
 from ragloom.query import FIELDS, check_chunking, fallback_warning, parse_query
 from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, strategy_class
 from ragloom.retrieval.postprocess import Citation
 from ragloom.retrieval.query import DEFAULT_STRATEGY, Query, as_mapping
 from ragloom.settings import Settings
-from ragloom.types import RetrievalResult
+from ragloom.types import RetrievalResult, Scope
 
 if TYPE_CHECKING:
     from ragloom.answer import Answer
@@ -245,6 +248,49 @@ class Ragloom:
                     graph_snapshot(self.context, store, retriever.chunking)
             except RagloomError as e:
                 log.warning("graph retrieval not warmed: %s", e)
+
+    # dynamic items, promotion and health: what the service's routers call (they never reach into context) --
+    def inject(self, strategies: Sequence[str], text: str, scope: Scope, **options: Any) -> InjectedItem:
+        """Embed ``text`` once and write it into ``strategies``' collections as a dynamic item of ``scope``
+        (``ragloom.dynamic.build_chunks`` checks everything first)."""
+        return dynamic.inject(self.context.vectors, self.context.embedder, strategies, text, scope, **options)
+
+    def delete_item(self, strategies: Sequence[str], item_id: str, owner: Scope) -> int:
+        """Delete an injected item that lies within ``owner``'s subtree; chunks deleted (0: none of it there)."""
+        return dynamic.delete_item(self.context.vectors, strategies, item_id, owner)
+
+    def sweep_expired(self, strategies: Sequence[str]) -> int:
+        """Delete injected items past their TTL (queries never return them in any case); chunks deleted."""
+        return dynamic.sweep_expired(self.context.vectors, strategies)
+
+    def promote(self, strategies: Sequence[str], document_id: str, owner: Scope, target: Scope) -> Promotion:
+        """Move a document within ``owner``'s subtree up to ``target`` in both stores (``ragloom.promotion``)."""
+        graph, why = self.context.graph()
+        if graph is None:
+            log.warning("promotion of %r refused: %s", document_id, why)
+        return promote(self.context.vectors, graph, strategies, document_id, owner, target)
+
+    def is_indexed(self, chunking: str, document_id: str) -> bool:
+        """Whether any chunk of ``document_id`` is in ``chunking``'s collection."""
+        from ragloom.filters import Condition
+
+        return bool(self.context.vectors.count_where(chunking, Condition("document_id", "document_id", "eq",
+                                                                          document_id)))
+
+    def ready(self) -> dict[str, bool]:
+        """Whether each store answers now (a graph that failed to connect earlier is asked afresh)."""
+        graph, _why = self.context.graph()
+        if graph is not None:
+            graph_ok = graph.ready()
+        else:
+            from ragloom.stores.neo4j import Neo4jStore  # deferred: the driver is loaded only when asked
+
+            try:
+                Neo4jStore.connect(self.settings).close()
+                graph_ok = True
+            except RagloomError:
+                graph_ok = False
+        return {"weaviate": self.context.vectors.ready(), "neo4j": graph_ok}
 
     async def aquery(self, query: str | Query, /, **fields: Any) -> RetrievalResult:
         """``query`` for async callers: it runs on a bounded pool of worker threads

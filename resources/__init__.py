@@ -26,6 +26,7 @@ from pydantic import Field, PrivateAttr
 from ragloom.chunking import check_chunking_settings
 from ragloom.errors import RagloomError
 from ragloom.files import replacing
+from ragloom.indexing.compose import cache_folder
 from ragloom.ingest import Source
 from ragloom.parsing import ParseLimits
 from ragloom.settings import Settings
@@ -118,7 +119,7 @@ class ArtifactStore(SettingsResource):
 
     def cache_dir(self) -> Path:
         """The embedding cache (Parquet segments keyed by model id and text hash)."""
-        return self.root / "embedding_cache"
+        return cache_folder(self.root)
 
     def write(self, name: str, frame: pd.DataFrame) -> Path:
         path = self.path(name)
