@@ -27,7 +27,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from polling import free_port, wait_for
 
-from pipelines.definitions import build_defs, uploads_sensor
+from pipelines.definitions import build_defs
 from ragloom.service.keys import KeyStore
 from ragloom.settings import REPO_ROOT, Settings
 from ragloom.stores.neo4j import Neo4jStore
@@ -365,7 +365,7 @@ def test_upload_is_indexed_by_the_sensors_run_or_rejected_with_its_reason(servic
         with dg.instance_for_test() as instance:
             context = dg.build_sensor_context(instance=instance, resources={"corpus": CorpusResource(
                 docs_dir=str(service.root / "docs"), uploads_dir=str(uploads))})
-            request = uploads_sensor(context)
+            request = service.defs.get_sensor_def("uploads_sensor")(context)
         assert isinstance(request, dg.RunRequest) and request.tags["ragloom/added"] == "3"  # 2 files, 1 sidecar
         _ingest(service.defs)
 
