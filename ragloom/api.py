@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragloom.errors import QueryError, RagloomError
+from ragloom.profiles import Profiles
 from ragloom.query import FIELDS, check_chunking, fallback_warning, parse_query
 from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, strategy_class
 from ragloom.retrieval.postprocess import Citation
@@ -48,6 +49,7 @@ class Ragloom:
                  embedder: Any = None, nlp: Any = None, reranker: Any = None, llm: LLMClient | None = _UNSET,
                  coalesce_queries: bool = False, hide_schema: bool = False) -> None:
         self.settings = settings or Settings.from_env()
+        self.profiles = Profiles.load(self.settings.agent_profiles)  # checked before anything connects
         self._owned: list[Any] = []
         self._coalesce = coalesce_queries
         self._pool: ThreadPoolExecutor | None = None
@@ -153,9 +155,9 @@ class Ragloom:
         """
         return self.retrieve(self.parse(query, fields))
 
-    @staticmethod
-    def parse(query: str | Query, fields: Mapping[str, Any]) -> Query:
-        """The Python API's door to ``parse_query``: keywords that are not query fields are options."""
+    def parse(self, query: str | Query, fields: Mapping[str, Any]) -> Query:
+        """The Python API's door to ``parse_query``: keywords that are not query fields are options;
+        ``profile`` names one of this object's agent profiles (RAGLOOM_AGENT_PROFILES)."""
         if isinstance(query, Query):
             if fields:
                 raise QueryError(f"give a Query, or its text with fields; not both (got {sorted(fields)})")
@@ -164,7 +166,7 @@ class Ragloom:
         options = {k: v for k, v in fields.items() if k not in FIELDS}
         if options:
             named["options"] = {**as_mapping("options", named.get("options")), **options}
-        return parse_query(named, text=query)
+        return parse_query(named, text=query, profiles=self.profiles)
 
     def retrieve(self, query: Query) -> RetrievalResult:
         """Run a parsed ``Query``: its retriever (reused), its transforms, its visibility."""

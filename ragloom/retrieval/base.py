@@ -156,15 +156,16 @@ class RetrievalContext:
         except RagloomError:
             return None
 
-    def visibility(self, collection: str, exclude_dynamic: bool, namespaces: Sequence[str] | None
-                   ) -> tuple[Node, ...]:
+    def visibility(self, collection: str, exclude_dynamic: bool, namespaces: Sequence[str] | None,
+                   exclude_tools: Sequence[str] = ()) -> tuple[Node, ...]:
         """The filter nodes a query adds for injected items and namespaces (``ragloom.dynamic``), against the
         collection's properties (re-read once when namespaces are asked for and none is known: ingestion may
         have added the first since)."""
         types = self.property_types(collection)
         if namespaces is not None and types is not None and not has_property(types, NAMESPACE):
             types = self.property_types(collection, refresh=True)
-        return visibility_nodes(types, exclude_dynamic=exclude_dynamic, namespaces=namespaces)
+        return visibility_nodes(types, exclude_dynamic=exclude_dynamic, namespaces=namespaces,
+                                exclude_tools=exclude_tools)
 
     def bind_filters(self, collection: str, node: Node | None) -> Node | None:
         """The user's filter checked against the collection's types (re-read once if a field is missing:
@@ -299,7 +300,7 @@ class Retriever(ABC):
         opts = {**self.options, **q.options}
         post = {name: opts.pop(name) for name in POSTPROCESS_DEFAULTS}
         user_filter = self.context.bind_filters(self.chunking, q.filters)
-        visibility = self.context.visibility(self.chunking, q.exclude_dynamic, q.namespaces)
+        visibility = self.context.visibility(self.chunking, q.exclude_dynamic, q.namespaces, q.exclude_tools)
         reranker, no_rerank = self.context.reranker() if post["rerank"] else (None, "rerank=False")
         fetch_k = q.k * 2 if post["dedup"] else q.k
         if post["max_per_document"]:  # room to fill k from other documents
@@ -310,7 +311,7 @@ class Retriever(ABC):
             fetch_k = max(fetch_k, post["rerank_candidates"])
         cache_key = None if expansion is not None else self._cache_key(
             query=q.text, k=q.k, scope=q.scope.path, filters=q.filter_spec, options={**opts, **post},
-            exclude_dynamic=q.exclude_dynamic, namespaces=q.namespaces, reranker=getattr(reranker, "model_id", None))
+            exclude_dynamic=q.exclude_dynamic, namespaces=q.namespaces, exclude_tools=q.exclude_tools, reranker=getattr(reranker, "model_id", None))
         if cache_key is not None and self.context.result_cache is not None:
             cached = self.context.result_cache.get(cache_key)
             if cached is not None:
@@ -344,6 +345,8 @@ class Retriever(ABC):
             "scope": request.scope.path,
             "filters": q.filter_spec,
             "exclude_dynamic": q.exclude_dynamic,
+            **({"exclude_tools": list(q.exclude_tools)} if q.exclude_tools else {}),
+            **({"profile": q.profile} if q.profile else {}),
             "namespaces": None if q.namespaces is None else list(q.namespaces),
             "lanes_run": request.lanes_run,
             "fallbacks": request.fallbacks,

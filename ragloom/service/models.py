@@ -29,6 +29,9 @@ class QueryRequest(BaseModel):
     namespaces: list[str] | None = Field(None, description="only documents of these namespaces; default: all; "
                                                            "an empty list skips retrieval")
     exclude_dynamic: bool = Field(False, description="leave out injected (dynamic) items")
+    exclude_tools: list[str] | None = Field(None, description="leave out injected results of these tools")
+    profile: str | None = Field(None, max_length=64, description="an agent profile (GET /v1/profiles): its fields "
+                                "fill what this request leaves out")
     options: dict[str, Any] = Field(default_factory=dict, description="strategy and post-processing options, each "
                                     "checked against its declaration (GET /v1/strategies lists them)")
 
