@@ -25,9 +25,10 @@ from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, str
 from ragloom.retrieval.postprocess import Citation
 from ragloom.retrieval.query import DEFAULT_STRATEGY, Query, as_mapping
 from ragloom.settings import Settings
-from ragloom.types import RetrievalResult
+from ragloom.types import RetrievalResult, Scope
 
 if TYPE_CHECKING:
+    from ragloom.dynamic import InjectedItem
     from ragloom.llm import Answer, AnswerCache, LLMClient
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Ragloom:
             load_embedder=self._load_embedder, load_graph=self._load_graph, load_nlp=self._load_nlp,
             load_reranker=self._load_reranker, result_cache=_result_cache(self.settings),
             hide_schema=hide_schema, load_llm=lambda: self.llm, load_router=self._load_router,
+            make_expansion=self._expansion,
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
 
@@ -107,6 +109,14 @@ class Ragloom:
         from ragloom.extraction import load_nlp
 
         return load_nlp(self.settings.spacy_model, gemm=self.settings.spacy_gemm)
+
+    def _expansion(self, names: Any, options: Mapping[str, Mapping[str, Any]]) -> Any:
+        """The query transforms ``names`` over the configured model (the context's generator for multi_query and
+        hyde as strategies)."""
+        from ragloom.llm import Expansion
+
+        return Expansion(list(names), self.llm, self.settings.llm_transform_timeout_seconds,
+                         {n: dict(o) for n, o in options.items()})
 
     @property
     def llm(self) -> LLMClient | None:
@@ -178,13 +188,11 @@ class Ragloom:
                 "warnings": [], "timings_ms": {}, "abstained": False})
         retriever = self.retriever(query.strategy, query.chunking)
         names = self.settings.llm_transforms if query.transforms is None else query.transforms
+        names = [*names, *retriever.implied_transforms]  # multi_query and hyde as strategies are their transform
         if not names:
             result = retriever.search(query)
         else:
-            from ragloom.llm import Expansion
-
-            with Expansion(list(names), self.llm, self.settings.llm_transform_timeout_seconds,
-                           {n: dict(o) for n, o in query.transform_options.items()}) as expansion:
+            with self._expansion(names, query.transform_options) as expansion:
                 # the first pass and the model's transforms overlap; reformulate runs first (it changes the query)
                 text = expansion.rewrite(query.text) if any(t.phase == "rewrite" for t in expansion.transforms) \
                     else query.text
@@ -227,6 +235,40 @@ class Ragloom:
                               spent=(spent.get("in", 0), spent.get("out", 0)))
         out.latency_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return out
+
+    # an agent's memory ----------------------------------------------------------------------------------
+    def remember(self, text: str, scope: Scope, *, tool: str = "", profile: str = "",
+                 ttl_seconds: float | None = None, metadata: Mapping[str, Any] | None = None, namespace: str = "",
+                 title: str = "") -> InjectedItem:
+        """Inject ``text`` (a tool's result, a note) into a chat scope (``tenant/user/chat``: every agent of the
+        chat sees it) or an agent scope (``.../chat/agent``: that agent only). With ``profile``, only the tools
+        the profile remembers are accepted (a QueryError names them) and the tool's TTL is the default. The
+        item records its tool and agent (the profile's name, else the scope's agent)."""
+        from ragloom import dynamic
+
+        if not scope.chat:
+            raise QueryError("inject into a chat scope (tenant/user/chat) or an agent scope (…/chat/agent)")
+        if profile:
+            if not tool:
+                raise QueryError(f"profile {profile!r:.80}: name the tool whose result this is")
+            kept = self.profiles.get(profile).tool(tool)
+            ttl_seconds = kept.ttl_seconds if ttl_seconds is None else ttl_seconds
+        return dynamic.inject(self.context.vectors, self.context.embedder, self.item_strategies, text, scope,
+                              metadata=metadata, ttl_seconds=ttl_seconds, namespace=namespace, title=title,
+                              tool=tool, agent_id=profile or scope.agent)
+
+    def forget(self, item_id: str, owner: Scope) -> int:
+        """Delete an injected item within ``owner``'s subtree; the chunks deleted (0: none there)."""
+        from ragloom import dynamic
+
+        return dynamic.delete_item(self.context.vectors, self.item_strategies, item_id, owner)
+
+    @property
+    def item_strategies(self) -> list[str]:
+        """The chunking collections an injected item goes to."""
+        from ragloom import dynamic
+
+        return dynamic.item_strategies(self.settings.chunkings)
 
     def warm(self, strategy: str = DEFAULT_STRATEGY, chunking: str | None = None) -> None:
         """Load now what ``strategy`` needs (embedder; spaCy, Neo4j and the in-process graph of ``chunking``

@@ -72,7 +72,12 @@ class InjectRequest(BaseModel):
     title: str = Field("", max_length=200)
     metadata: dict[str, Any] = Field(default_factory=dict)
     namespace: str = Field("", max_length=64)
-    ttl_seconds: float | None = Field(None, gt=0, le=MAX_TTL_SECONDS, description="gone after this; default never")
+    ttl_seconds: float | None = Field(None, gt=0, le=MAX_TTL_SECONDS, description="gone after this; default: the "
+                                      "profile's TTL for the tool, else never")
+    tool: str | None = Field(None, min_length=1, max_length=64, description="the tool whose result this is "
+                             "(excluded at query time by exclude_tools)")
+    profile: str | None = Field(None, min_length=1, max_length=64, description="the agent's profile: only the "
+                                "tools it remembers are accepted (400 otherwise)")
 
 
 class InjectResponse(BaseModel):
