@@ -82,8 +82,13 @@ class RetrievalContext:
                  load_graph: Callable[[], GraphStore] | None = None,
                  load_nlp: Callable[[], Any] | None = None, load_reranker: Callable[[], Any] | None = None,
                  result_cache: ResultCache | None = None, hide_schema: bool = False,
-                 load_llm: Callable[[], Any] | None = None, load_router: Callable[[], Any] | None = None) -> None:
+                 load_llm: Callable[[], Any] | None = None, load_router: Callable[[], Any] | None = None,
+                 make_expansion: Callable[[Sequence[str], Mapping[str, Mapping[str, Any]]], Any] | None = None
+                 ) -> None:
         self.vectors = vectors
+        # (transform names, their options) -> an Expand that is also a context manager; given by the composition
+        # root (ragloom.api), so strategies that search with generated queries never import the model layer
+        self.make_expansion = make_expansion
         self.hide_schema = hide_schema  # filters on unknown / mistyped fields match nothing (see filters.bind)
         self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker, "llm": None,
                         "router": None}
@@ -264,6 +269,8 @@ class Retriever(ABC):
     needs_graph: ClassVar[bool] = False  # reads the Neo4j graph (and spaCy for the query's entities)
     needs_summaries: ClassVar[bool] = False  # reads the chunking's summary level (ragloom eval builds it)
     declared_options: ClassVar[dict[str, Option]] = {}
+    # query transforms this strategy is made of (multi_query, hyde): they run even when the query asks for none
+    implied_transforms: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: RetrievalContext, chunking: str | None = None, **options: Any) -> None:
         self.context = context
@@ -289,11 +296,14 @@ class Retriever(ABC):
         if isinstance(query, Query):
             if filters is not None or scope is not None or options or k != DEFAULT_K:
                 raise QueryError("search: give a Query, or the text with k, filters, scope and options; not both")
-            return self._execute(query, expansion)
-        node, spec = check_filters(filters)
-        return self._execute(Query(text=check_text(query), strategy=self.name, k=check_k(k), chunking=self.chunking,
-                                  scope=check_scope(scope), filters=node, filter_spec=spec,
-                                  options=self.check_options(options)), expansion)
+        else:
+            node, spec = check_filters(filters)
+            query = Query(text=check_text(query), strategy=self.name, k=check_k(k), chunking=self.chunking,
+                          scope=check_scope(scope), filters=node, filter_spec=spec, options=self.check_options(options))
+        if expansion is None and self.implied_transforms and self.context.make_expansion is not None:
+            with self.context.make_expansion(self.implied_transforms, query.transform_options) as own:
+                return self._execute(query, own)
+        return self._execute(query, expansion)
 
     def _execute(self, q: Query, expansion: Expand | None) -> RetrievalResult:
         started = time.perf_counter()
@@ -329,6 +339,7 @@ class Retriever(ABC):
             if more:
                 with request.stage("transform_fusion"):
                     items = fusion.rrf({"query": items, **more}, k=request.fetch_k)
+        self.expanded(request, expansion is not None)
         if reranker is not None:
             items, rerank_info = self._rerank(request, reranker, items, post)
         else:
@@ -361,6 +372,10 @@ class Retriever(ABC):
             metadata["cache"] = "miss"
             self.context.result_cache.put(cache_key, result)
         return result
+
+    def expanded(self, request: SearchRequest, ran: bool) -> None:
+        """Called after the query's transforms ran (``ran``: whether any did); a strategy made of transforms
+        records here that it degraded to its base retrieval."""
 
     def _cache_key(self, **parts: Any) -> str | None:
         """The result cache key, with the collection's version stamp; None when there is no cache (or the
