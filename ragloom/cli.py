@@ -190,6 +190,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    from ragloom.service.mcp_server import serve_stdio
+
+    serve_stdio(Settings.from_env())
+    return 0
+
+
 def _cmd_keys(args: argparse.Namespace) -> int:
     from ragloom.service.keys import KeyStore
 
@@ -280,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default=None, help="default RAGLOOM_SERVICE_HOST")
     p.add_argument("--port", type=int, default=None, help="default RAGLOOM_SERVICE_PORT")
     p.set_defaults(func=_cmd_serve)
+
+    p = sub.add_parser("mcp", help="the MCP server over stdio, for a local agent: acts as the principal of the "
+                                   "API key in RAGLOOM_API_KEY (the service serves MCP over HTTP at /mcp)")
+    p.set_defaults(func=_cmd_mcp)
 
     p = sub.add_parser("keys", help="API keys of the query service")
     keys_sub = p.add_subparsers(dest="action", required=True)
