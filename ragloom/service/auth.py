@@ -18,9 +18,9 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
@@ -154,11 +154,13 @@ def authenticate(request: Request, key: str | None) -> Caller:
 
 class KeyRequired:
     """ASGI wrapper for an app FastAPI's dependencies do not reach (the MCP endpoint): the gate's check on every
-    HTTP request, the caller left in ``scope["state"]["caller"]``, a refusal answered as JSON with its status."""
+    HTTP request, the caller left in ``scope["state"]["caller"]``, a refusal answered with its status and
+    ``refusal(refused)`` as the JSON body (default: ``{"detail": why}``, as /v1 answers)."""
 
-    def __init__(self, app: ASGIApp, gate: Gate) -> None:
+    def __init__(self, app: ASGIApp, gate: Gate, refusal: Callable[[Refused], Any] | None = None) -> None:
         self.app = app
         self.gate = gate
+        self.refusal = refusal or (lambda e: {"detail": e.detail})
 
     async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -169,7 +171,7 @@ class KeyRequired:
         try:
             who = self.gate.admit(presented_key(headers), client[0] if client else "unknown")
         except Refused as e:
-            response = JSONResponse({"detail": e.detail}, status_code=e.status, headers=e.headers)
+            response = JSONResponse(self.refusal(e), status_code=e.status, headers=e.headers)
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})["caller"] = who

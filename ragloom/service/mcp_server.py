@@ -152,7 +152,16 @@ def http_app(rag_of: Callable[[], Any], gate: Gate, metrics: Any = None) -> tupl
 
     server = build_server(_Late(rag_of), http_caller, metrics)
     manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
-    return KeyRequired(StreamableHTTPASGIApp(manager), gate), manager
+    return KeyRequired(StreamableHTTPASGIApp(manager), gate, refusal=jsonrpc_refusal), manager
+
+
+REFUSED = -32001  # a JSON-RPC server error code: the request was refused before the MCP server saw it
+
+
+def jsonrpc_refusal(refused: Refused) -> dict[str, Any]:
+    """A refusal at /mcp as a JSON-RPC error (at the HTTP status), so an MCP client shows the reason."""
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": REFUSED, "message": f"refused ({refused.status}): "
+            f"{refused.detail}", "data": {"status": refused.status}}}
 
 
 class _Late:
