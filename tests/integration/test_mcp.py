@@ -235,3 +235,49 @@ def test_two_turn_agent_flow_remembers_within_the_chat_only_and_until_the_ttl(se
     assert item in anyio.run(functools.partial(turn_two, chat, exclude_tools=["weather"]))
     time.sleep(max(0.0, TTL_SECONDS + 1 - (time.monotonic() - started)))
     assert item not in anyio.run(turn_two, chat)  # expired: never returned, swept or not
+
+
+def test_the_http_api_takes_the_same_profiles_and_tools(served):
+    headers = {"Authorization": f"Bearer {served.keys['bob']}"}
+    with httpx.Client(base_url=served.url, headers=headers, timeout=60) as http:
+        r = http.post("/v1/inject", json={"text": "shell said: ok", "scope": "acme/bob/c1", "tool": "shell",
+                                          "profile": "helper"})
+        assert r.status_code == 400 and "does not remember results of tool 'shell'" in r.json()["detail"]
+        r = http.post("/v1/inject", json={"text": "The weather tool said: hail over Tromsø at noon.",
+                                          "scope": "acme/bob/c1/planner", "tool": "weather", "profile": "helper"})
+        assert r.status_code == 201, r.text
+        item = r.json()
+        assert item["scope"] == "acme/bob/c1/planner" and item["expires_at"]  # the profile's TTL for weather
+        r = http.post("/v1/query", json={"query": "hail over Tromsø", "scope": "acme/bob/c1/planner",
+                                         "profile": "helper", "k": 2})
+        body = r.json()
+        assert r.status_code == 200 and body["metadata"]["strategy"] == "dense" and body["metadata"]["k"] == 2
+        assert item["item_id"] in [i["document_id"] for i in body["items"]]
+        # an agent scope: the chat (without the agent) does not see it
+        r = http.post("/v1/query", json={"query": "hail over Tromsø", "scope": "acme/bob/c1", "profile": "helper"})
+        assert item["item_id"] not in [i["document_id"] for i in r.json()["items"]]
+        r = http.post("/v1/query", json={"query": "x", "profile": "nobody"})
+        assert r.status_code == 400 and "unknown profile 'nobody'" in r.json()["detail"]
+
+
+def test_the_python_api_takes_the_same_profiles(settings, weaviate_store_factory, tmp_path):
+    from ragloom.api import Ragloom
+    from ragloom.errors import QueryError
+    from ragloom.types import Scope
+
+    (tmp_path / "agents.yaml").write_text(PROFILES)
+    vectors = weaviate_store_factory()
+    s = dataclasses.replace(settings, collection_prefix=vectors.prefix, chunkings=(STRATEGY,),
+                            agent_profiles=str(tmp_path / "agents.yaml"))
+    chat = Scope("acme", "alice", "py-chat")
+    with Ragloom(s, vectors=vectors) as rag:
+        item = rag.remember("The weather tool said: fog in Lerwick harbour.", chat, tool="weather", profile="helper")
+        assert item.expires_at is not None  # the profile's TTL
+        with pytest.raises(QueryError, match="does not remember results of tool 'shell'"):
+            rag.remember("ok", chat, tool="shell", profile="helper")
+        result = rag.query("fog in Lerwick", scope=chat, profile="helper")
+        assert result.metadata["strategy"] == "dense" and result.metadata["k"] == 3
+        assert item.item_id in [i.document_id for i in result.items]
+        assert rag.query("fog in Lerwick", scope=chat, profile="helper", exclude_dynamic=True).items == []
+        assert rag.query("fog", scope=chat, profile="quiet").metadata["skipped"] is True
+        assert rag.forget(item.item_id, Scope("acme", "alice")) >= 1

@@ -90,3 +90,31 @@ def test_exclude_tools_is_checked() -> None:
     assert parse_query(text="x", exclude_tools="a,b").exclude_tools == ("a", "b")
     with pytest.raises(QueryError, match="exclude_tools"):
         parse_query(text="x", exclude_tools=[1])
+
+
+def test_cli_lists_profiles_and_refuses_a_bad_file(tmp_path, monkeypatch, capsys) -> None:
+    from ragloom.cli import main
+
+    path = tmp_path / "agents.yaml"
+    path.write_text(GOOD)
+    monkeypatch.setenv("RAGLOOM_AGENT_PROFILES", str(path))
+    assert main(["profiles"]) == 0
+    out = capsys.readouterr().out
+    assert "support: answers from the manuals" in out and "web_search (ttl 60.0)" in out
+    path.write_text("a: {strategy: nope}")
+    assert main(["profiles"]) == 2
+    assert "profile 'a': unknown retrieval strategy 'nope'" in capsys.readouterr().err
+
+
+def test_cli_query_arguments_override_the_profile(tmp_path, monkeypatch) -> None:
+    from ragloom.cli import _parse_query, build_parser
+
+    path = tmp_path / "agents.yaml"
+    path.write_text(GOOD)
+    monkeypatch.setenv("RAGLOOM_AGENT_PROFILES", str(path))
+    args = build_parser().parse_args(["query", "how", "--profile", "support", "-k", "2", "--option", "dedup=true"])
+    q = _parse_query(args, args.text)
+    assert (q.strategy, q.k, q.namespaces) == ("dense", 2, ("manuals",))
+    assert q.options == {"dedup": True, "rerank": False}
+    args = build_parser().parse_args(["query", "how"])
+    assert (_parse_query(args, args.text).strategy, _parse_query(args, args.text).k) == ("hybrid", 5)
