@@ -19,8 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragloom.errors import QueryError, RagloomError
-from ragloom.profiles import Profiles
-from ragloom.query import FIELDS, check_chunking, fallback_warning, parse_query
+from ragloom.query import FIELDS, check_chunking, fallback_warning, load_profiles, parse_query
 from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, strategy_class
 from ragloom.retrieval.postprocess import Citation
 from ragloom.retrieval.query import DEFAULT_STRATEGY, Query, as_mapping
@@ -50,7 +49,7 @@ class Ragloom:
                  embedder: Any = None, nlp: Any = None, reranker: Any = None, llm: LLMClient | None = _UNSET,
                  coalesce_queries: bool = False, hide_schema: bool = False) -> None:
         self.settings = settings or Settings.from_env()
-        self.profiles = Profiles.load(self.settings.agent_profiles)  # checked before anything connects
+        self.profiles = load_profiles(self.settings.agent_profiles)  # checked before anything connects
         self._owned: list[Any] = []
         self._coalesce = coalesce_queries
         self._pool: ThreadPoolExecutor | None = None

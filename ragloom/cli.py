@@ -128,10 +128,9 @@ def _cmd_strategies(args: argparse.Namespace) -> int:
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
-    from ragloom.profiles import Profiles
+    from ragloom.query import load_profiles
 
-    settings = Settings.from_env()
-    profiles = Profiles.load(settings.agent_profiles)
+    profiles = load_profiles(Settings.from_env().agent_profiles)
     if args.json:
         print(json.dumps(profiles.describe(), indent=2, default=str))
         return 0
@@ -238,9 +237,7 @@ def _add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
 def _parse_query(args: argparse.Namespace, text: str, **fields: Any) -> Any:
     """The command line's query, through the one parser: a malformed filter, scope, strategy or option fails here,
     before anything connects or loads."""
-    from ragloom.query import parse_query
-
-    from ragloom.profiles import Profiles
+    from ragloom.query import load_profiles, parse_query
 
     namespaces = None if args.namespaces is None else [n.strip() for n in args.namespaces.split(",") if n.strip()]
     given = dict(strategy=args.strategy, k=args.k, filters=args.filter or None, scope=args.scope or None,
@@ -249,7 +246,7 @@ def _parse_query(args: argparse.Namespace, text: str, **fields: Any) -> Any:
                  unknown_strategy=args.unknown_strategy, **fields)
     # what the command line left out stays out, so a profile can fill it
     given = {name: value for name, value in given.items() if value is not None}
-    profiles = Profiles.load(Settings.from_env().agent_profiles) if args.profile else None
+    profiles = load_profiles(Settings.from_env().agent_profiles) if args.profile else None
     return parse_query(given, text=text, profiles=profiles, option_pairs=args.option)
 
 

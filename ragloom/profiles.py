@@ -13,14 +13,15 @@ A YAML file (its path is the setting RAGLOOM_AGENT_PROFILES) maps a profile name
         web_search: {ttl_seconds: 3600}
         calculator: {}            # no TTL: kept until deleted
 
-The file is read and checked once, at start: every profile's fields go through the one query parser, so a bad
-strategy, option or namespace is an error naming the file and the profile before any request arrives. A request
+The file is read and checked once, at start (``ragloom.query.load_profiles``): every profile's fields go through
+the one query parser, so a bad strategy, option or namespace is an error naming the file and the profile before
+any request arrives. A request
 names a profile (``profile``); its own fields win over the profile's, and its options are merged key by key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from ragloom.errors import ConfigError, QueryError, RagloomError
 PROFILE_FIELDS = ("strategy", "chunking", "namespaces", "k", "options", "transforms", "transform_options",
                   "exclude_dynamic", "filters", "generation", "generation_options", "token_budget")
 MAX_TOOL_CHARS = 64
+CheckFields = Callable[[Mapping[str, Any]], object]  # raises a RagloomError for fields the query parser refuses
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,8 @@ class Profiles:
         self.source = source
 
     @classmethod
-    def load(cls, path: Path | str | None) -> Profiles:
-        """The file's profiles, every one checked; no path: no profiles."""
+    def load(cls, path: Path | str | None, check: CheckFields) -> Profiles:
+        """The file's profiles, each one's fields checked by ``check``; no path: no profiles."""
         if path is None or str(path) == "":
             return cls()
         import yaml
@@ -83,13 +85,13 @@ class Profiles:
             raise ConfigError(f"RAGLOOM_AGENT_PROFILES: cannot read {path}: {e.strerror or e}") from e
         except yaml.YAMLError as e:
             raise ConfigError(f"RAGLOOM_AGENT_PROFILES: {path} is not valid YAML: {e}") from e
-        return cls.from_mapping(raw or {}, source=str(path))
+        return cls.from_mapping(raw or {}, check, source=str(path))
 
     @classmethod
-    def from_mapping(cls, raw: Any, source: str = "profiles") -> Profiles:
+    def from_mapping(cls, raw: Any, check: CheckFields, source: str = "profiles") -> Profiles:
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{source}: the file must map profile names to profiles, got {type(raw).__name__}")
-        return cls({str(name): _profile(str(name), body, source) for name, body in raw.items()}, source)
+        return cls({str(name): _profile(str(name), body, source, check) for name, body in raw.items()}, source)
 
     def get(self, name: str) -> AgentProfile:
         if name not in self._profiles:
@@ -119,7 +121,7 @@ def apply_profile(profile: AgentProfile | None, given: Mapping[str, Any]) -> dic
     return out
 
 
-def _profile(name: str, body: Any, source: str) -> AgentProfile:
+def _profile(name: str, body: Any, source: str, check: CheckFields) -> AgentProfile:
     where = f"{source}: profile {name!r}"
     if not name or len(name) > MAX_TOOL_CHARS:
         raise ConfigError(f"{source}: a profile name has 1 to {MAX_TOOL_CHARS} characters, got {name!r:.80}")
@@ -132,10 +134,8 @@ def _profile(name: str, body: Any, source: str) -> AgentProfile:
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; a profile sets {', '.join(PROFILE_FIELDS)}, "
                           "description and remember")
-    from ragloom.query import parse_query  # the one parser checks the fields (it imports this module)
-
     try:
-        parse_query(body, text="profile check")
+        check(body)
     except RagloomError as e:
         raise ConfigError(f"{where}: {e}") from e
     return AgentProfile(name=name, description=str(description), fields=body, tools=_tools(remember, where))

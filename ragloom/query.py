@@ -105,6 +105,12 @@ def parse_query(fields: Mapping[str, Any] | None = None, /, *, option_pairs: Seq
     return query
 
 
+def load_profiles(path: Any) -> Profiles:
+    """The agent profiles of the file at ``path`` (RAGLOOM_AGENT_PROFILES; empty: none), each profile's fields
+    checked by this parser, so a bad one stops the start with the file and the profile named."""
+    return Profiles.load(path or None, lambda fields: parse_query(fields, text="profile check"))
+
+
 def fallback_warning(query: Query) -> str:
     """The warning a result carries when ``unknown_strategy="fallback"`` replaced an unknown strategy."""
     if not query.requested_strategy or query.requested_strategy == query.strategy:

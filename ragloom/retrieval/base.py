@@ -321,7 +321,8 @@ class Retriever(ABC):
             fetch_k = max(fetch_k, post["rerank_candidates"])
         cache_key = None if expansion is not None else self._cache_key(
             query=q.text, k=q.k, scope=q.scope.path, filters=q.filter_spec, options={**opts, **post},
-            exclude_dynamic=q.exclude_dynamic, namespaces=q.namespaces, exclude_tools=q.exclude_tools, reranker=getattr(reranker, "model_id", None))
+            exclude_dynamic=q.exclude_dynamic, namespaces=q.namespaces, exclude_tools=q.exclude_tools,
+            reranker=getattr(reranker, "model_id", None))
         if cache_key is not None and self.context.result_cache is not None:
             cached = self.context.result_cache.get(cache_key)
             if cached is not None:
@@ -376,6 +377,7 @@ class Retriever(ABC):
     def expanded(self, request: SearchRequest, ran: bool) -> None:
         """Called after the query's transforms ran (``ran``: whether any did); a strategy made of transforms
         records here that it degraded to its base retrieval."""
+        return None
 
     def _cache_key(self, **parts: Any) -> str | None:
         """The result cache key, with the collection's version stamp; None when there is no cache (or the

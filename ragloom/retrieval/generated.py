@@ -12,8 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from ragloom.options import Option
-from ragloom.retrieval.base import POSTPROCESS_DEFAULTS, Retriever, SearchRequest, register_retrieval_strategy, \
-    strategy_class
+from ragloom.retrieval.base import (
+    POSTPROCESS_DEFAULTS,
+    Retriever,
+    SearchRequest,
+    register_retrieval_strategy,
+    strategy_class,
+)
 from ragloom.types import RetrievedItem
 
 BASES = ("hybrid", "dense", "bm25")

@@ -17,10 +17,9 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
-
-from collections.abc import Callable, Mapping
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import JSONResponse

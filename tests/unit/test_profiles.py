@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragloom.errors import ConfigError, QueryError
-from ragloom.profiles import Profiles
-from ragloom.query import parse_query
+from ragloom.query import load_profiles, parse_query
 
 GOOD = """
 support:
@@ -29,7 +28,7 @@ silent:
 def profiles(tmp_path):
     path = tmp_path / "agents.yaml"
     path.write_text(GOOD)
-    return Profiles.load(path)
+    return load_profiles(path)
 
 
 def test_profile_fills_what_the_request_leaves_out(profiles) -> None:
@@ -77,13 +76,13 @@ def test_a_bad_file_fails_at_load_naming_the_profile(tmp_path, body: str, messag
     path = tmp_path / "agents.yaml"
     path.write_text(body)
     with pytest.raises(ConfigError, match=message):
-        Profiles.load(path)
+        load_profiles(path)
 
 
 def test_missing_file_is_a_config_error(tmp_path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
-        Profiles.load(tmp_path / "absent.yaml")
-    assert not Profiles.load(None)
+        load_profiles(tmp_path / "absent.yaml")
+    assert not load_profiles(None)
 
 
 def test_exclude_tools_is_checked() -> None:
