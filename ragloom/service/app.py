@@ -166,9 +166,9 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     app.state.metrics = ServiceMetrics()
     app.state.item_strategies = dynamic.item_strategies(settings.chunkings)
 
-    from ragloom.service.routers import admin, ask, documents, health, inject, playground, query
+    from ragloom.service.routers import admin, ask, catalog, documents, health, inject, playground, query
 
-    for module in (query, ask, inject, documents, admin, health, playground):
+    for module in (query, ask, inject, catalog, documents, admin, health, playground):
         app.include_router(module.router)
     # MCP over streamable HTTP: a plain ASGI route, behind the same gate as /v1 (ragloom.service.auth)
     mcp_endpoint, mcp_sessions = mcp_server.http_app(lambda: app.state.rag, app.state.gate, app.state.metrics)

@@ -21,10 +21,10 @@ from mcp.server import Server
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragloom.errors import RagloomError
-from ragloom.retrieval import describe_strategies
 from ragloom.service.auth import Caller, Gate, Refused
 from ragloom.service.errors import public_error
 from ragloom.service.models import AskRequest, InjectRequest, QueryRequest
+from ragloom.service.routers import catalog
 from ragloom.service.routers.query import result_body, to_query
 
 KEY_VARIABLE = "RAGLOOM_API_KEY"  # the stdio server's key: it acts as this key's principal
@@ -125,7 +125,7 @@ async def _forget(rag: Any, who: Caller, body: ForgetRequest) -> dict[str, Any]:
 
 
 async def _list_strategies(rag: Any, who: Caller, body: NoInput) -> dict[str, Any]:
-    return {"strategies": describe_strategies(), "profiles": rag.profiles.describe()}
+    return {"strategies": catalog.strategies(), "profiles": catalog.profiles(rag)}
 
 
 HANDLERS: dict[str, Callable[[Any, Caller, Any], Awaitable[dict[str, Any]]]] = {

@@ -256,6 +256,8 @@ def test_the_http_api_takes_the_same_profiles_and_tools(served):
         # an agent scope: the chat (without the agent) does not see it
         r = http.post("/v1/query", json={"query": "hail over Tromsø", "scope": "acme/bob/c1", "profile": "helper"})
         assert item["item_id"] not in [i["document_id"] for i in r.json()["items"]]
+        assert {p["name"] for p in http.get("/v1/profiles").json()} == {"helper", "quiet"}
+        assert "multi_query" in {s["name"] for s in http.get("/v1/strategies").json()}
         r = http.post("/v1/query", json={"query": "x", "profile": "nobody"})
         assert r.status_code == 400 and "unknown profile 'nobody'" in r.json()["detail"]
 
