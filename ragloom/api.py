@@ -183,6 +183,7 @@ class Ragloom:
             return RetrievalResult(query=query.text, items=[], metadata={
                 "strategy": query.strategy, "requested_strategy": query.requested_strategy or query.strategy,
                 "k": query.k, "scope": query.scope.path, "namespaces": [], "skipped": True,
+                **({"profile": query.profile} if query.profile else {}),
                 "skip_reason": "namespaces=[]: the caller asked for no retrieval", "lanes_run": [], "fallbacks": [],
                 "warnings": [], "timings_ms": {}, "abstained": False})
         retriever = self.retriever(query.strategy, query.chunking)
