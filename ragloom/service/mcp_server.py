@@ -182,6 +182,7 @@ def serve_stdio(settings: Any) -> None:
     from mcp.server.stdio import stdio_server
 
     from ragloom.api import Ragloom
+    from ragloom.query import load_profiles
     from ragloom.service.keys import KeyStore
 
     key = os.environ.get(KEY_VARIABLE, "")
@@ -194,6 +195,7 @@ def serve_stdio(settings: Any) -> None:
         gate.admit(key, "stdio")
     except Refused as e:
         raise RagloomError(f"ragloom mcp: {KEY_VARIABLE}: {e.detail}") from e
+    load_profiles(settings.agent_profiles)  # a bad profiles file stops here, before the agent's host connects
 
     async def main() -> None:
         with Ragloom(settings, coalesce_queries=True, hide_schema=True) as rag:

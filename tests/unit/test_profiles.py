@@ -117,3 +117,18 @@ def test_cli_query_arguments_override_the_profile(tmp_path, monkeypatch) -> None
     assert q.options == {"dedup": True, "rerank": False}
     args = build_parser().parse_args(["query", "how"])
     assert (_parse_query(args, args.text).strategy, _parse_query(args, args.text).k) == ("hybrid", 5)
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp"]])
+def test_serve_and_mcp_refuse_a_bad_profiles_file_before_starting(tmp_path, monkeypatch, capsys, command) -> None:
+    from ragloom.cli import main
+    from ragloom.service.keys import KeyStore
+
+    path = tmp_path / "agents.yaml"
+    path.write_text("a: {k: 0}")
+    key, _ = KeyStore(tmp_path / "keys.json").create("acme", "alice")
+    monkeypatch.setenv("RAGLOOM_AGENT_PROFILES", str(path))
+    monkeypatch.setenv("RAGLOOM_SERVICE_KEYS_FILE", str(tmp_path / "keys.json"))
+    monkeypatch.setenv("RAGLOOM_API_KEY", key)
+    assert main(command) == 2
+    assert "profile 'a': k must be an integer from 1 to 200" in capsys.readouterr().err
