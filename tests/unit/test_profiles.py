@@ -132,3 +132,14 @@ def test_serve_and_mcp_refuse_a_bad_profiles_file_before_starting(tmp_path, monk
     monkeypatch.setenv("RAGLOOM_API_KEY", key)
     assert main(command) == 2
     assert "profile 'a': k must be an integer from 1 to 200" in capsys.readouterr().err
+
+
+def test_query_job_config_leaves_defaults_to_the_profile(profiles) -> None:
+    from pipelines.query import QueryConfig, _query_fields
+
+    plain = _query_fields(QueryConfig())
+    assert plain["strategy"] == "hybrid" and plain["k"] == 5 and "profile" not in plain
+    fields = _query_fields(QueryConfig(profile="support", k=2))
+    assert fields == {"k": 2, "profile": "support"}
+    q = parse_query(fields, text="how", profiles=profiles)
+    assert (q.strategy, q.k, q.namespaces) == ("dense", 2, ("manuals",))
