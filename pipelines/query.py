@@ -88,10 +88,11 @@ def result_rows(query: str, items: list, metadata: dict[str, Any]) -> list[dict[
 
 
 def adaptive_metadata(tally: Any) -> dict[str, Any]:
-    """The adaptive strategy's mix and retry rate (ragloom.routing.monitor) as run metadata; none for others."""
+    """The adaptive strategy's mix and retry rate (ragloom.retrieval.routing.monitor) as run metadata; none for
+    others."""
     if not tally.queries:
         return {}
-    from ragloom.routing import monitor
+    from ragloom.retrieval.routing import monitor
 
     counts = tally.as_dict()
     return {"adaptive": MetadataValue.json(counts), "adaptive_retry_rate": float(round(tally.retry_rate, 4)),
@@ -118,7 +119,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
     from ragloom.api import Ragloom
     from ragloom.query import load_profiles, parse_query
     from ragloom.retrieval.query import check_text
-    from ragloom.routing.monitor import AdaptiveTally
+    from ragloom.retrieval.routing.monitor import AdaptiveTally
 
     queries = _load_queries(config, artifacts)
     settings = settings_of(weaviate, neo4j, embedder, nlp)

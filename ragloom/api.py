@@ -14,11 +14,14 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ragloom import dynamic
+from ragloom.dynamic import InjectedItem
 from ragloom.errors import QueryError, RagloomError
+from ragloom.promotion import Promotion, promote
 from ragloom.query import FIELDS, check_chunking, fallback_warning, load_profiles, parse_query
 from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, strategy_class
 from ragloom.retrieval.postprocess import Citation
@@ -27,8 +30,8 @@ from ragloom.settings import Settings
 from ragloom.types import RetrievalResult, Scope
 
 if TYPE_CHECKING:
-    from ragloom.dynamic import InjectedItem
-    from ragloom.llm import Answer, AnswerCache, LLMClient
+    from ragloom.answer import Answer
+    from ragloom.llm import AnswerCache, LLMClient
 
 log = logging.getLogger(__name__)
 _UNSET: Any = object()
@@ -100,7 +103,7 @@ class Ragloom:
         return store
 
     def _load_router(self) -> Any:
-        from ragloom.routing import LearnedRouter
+        from ragloom.retrieval.routing import LearnedRouter
 
         return LearnedRouter.load(self.settings.resolved_router_model)
 
@@ -215,9 +218,9 @@ class Ragloom:
         ``use_cache`` (read and write the answer cache). ``on_token``: called with each piece of the answer as
         it streams. Model failures raise LLMError (nothing is cached then).
         """
+        from ragloom.answer import AnswerOptions
+        from ragloom.answer import answer as answer_question
         from ragloom.chunking.tokens import get_token_counter
-        from ragloom.llm import AnswerOptions
-        from ragloom.llm import answer as answer_question
 
         query = self.parse(question, fields)
         s = self.settings
@@ -237,15 +240,12 @@ class Ragloom:
         return out
 
     # an agent's memory ----------------------------------------------------------------------------------
-    def remember(self, text: str, scope: Scope, *, tool: str = "", profile: str = "",
-                 ttl_seconds: float | None = None, metadata: Mapping[str, Any] | None = None, namespace: str = "",
-                 title: str = "") -> InjectedItem:
-        """Inject ``text`` (a tool's result, a note) into a chat scope (``tenant/user/chat``: every agent of the
-        chat sees it) or an agent scope (``.../chat/agent``: that agent only). With ``profile``, only the tools
-        the profile remembers are accepted (a QueryError names them) and the tool's TTL is the default. The
-        item records its tool and agent (the profile's name, else the scope's agent)."""
-        from ragloom import dynamic
-
+    def remember(self, strategies: Sequence[str], text: str, scope: Scope, *, tool: str = "", profile: str = "",
+                 ttl_seconds: float | None = None, **options: Any) -> InjectedItem:
+        """``inject`` for an agent: ``text`` (a tool's result, a note) into a chat scope (``tenant/user/chat``:
+        every agent of the chat sees it) or an agent scope (``.../chat/agent``: that agent only). With ``profile``,
+        only the tools the profile remembers are accepted (a QueryError names them) and the tool's TTL is the
+        default. The item records its tool and agent (the profile's name, else the scope's agent)."""
         if not scope.chat:
             raise QueryError("inject into a chat scope (tenant/user/chat) or an agent scope (…/chat/agent)")
         if profile:
@@ -253,22 +253,8 @@ class Ragloom:
                 raise QueryError(f"profile {profile!r:.80}: name the tool whose result this is")
             kept = self.profiles.get(profile).tool(tool)
             ttl_seconds = kept.ttl_seconds if ttl_seconds is None else ttl_seconds
-        return dynamic.inject(self.context.vectors, self.context.embedder, self.item_strategies, text, scope,
-                              metadata=metadata, ttl_seconds=ttl_seconds, namespace=namespace, title=title,
-                              tool=tool, agent_id=profile or scope.agent)
-
-    def forget(self, item_id: str, owner: Scope) -> int:
-        """Delete an injected item within ``owner``'s subtree; the chunks deleted (0: none there)."""
-        from ragloom import dynamic
-
-        return dynamic.delete_item(self.context.vectors, self.item_strategies, item_id, owner)
-
-    @property
-    def item_strategies(self) -> list[str]:
-        """The chunking collections an injected item goes to."""
-        from ragloom import dynamic
-
-        return dynamic.item_strategies(self.settings.chunkings)
+        return self.inject(strategies, text, scope, ttl_seconds=ttl_seconds, tool=tool,
+                           agent_id=profile or scope.agent, **options)
 
     def warm(self, strategy: str = DEFAULT_STRATEGY, chunking: str | None = None) -> None:
         """Load now what ``strategy`` needs (embedder; spaCy, Neo4j and the in-process graph of ``chunking``
@@ -288,6 +274,49 @@ class Ragloom:
                     graph_snapshot(self.context, store, retriever.chunking)
             except RagloomError as e:
                 log.warning("graph retrieval not warmed: %s", e)
+
+    # dynamic items, promotion and health: what the service's routers call (they never reach into context) --
+    def inject(self, strategies: Sequence[str], text: str, scope: Scope, **options: Any) -> InjectedItem:
+        """Embed ``text`` once and write it into ``strategies``' collections as a dynamic item of ``scope``
+        (``ragloom.dynamic.build_chunks`` checks everything first)."""
+        return dynamic.inject(self.context.vectors, self.context.embedder, strategies, text, scope, **options)
+
+    def delete_item(self, strategies: Sequence[str], item_id: str, owner: Scope) -> int:
+        """Delete an injected item that lies within ``owner``'s subtree; chunks deleted (0: none of it there)."""
+        return dynamic.delete_item(self.context.vectors, strategies, item_id, owner)
+
+    def sweep_expired(self, strategies: Sequence[str]) -> int:
+        """Delete injected items past their TTL (queries never return them in any case); chunks deleted."""
+        return dynamic.sweep_expired(self.context.vectors, strategies)
+
+    def promote(self, strategies: Sequence[str], document_id: str, owner: Scope, target: Scope) -> Promotion:
+        """Move a document within ``owner``'s subtree up to ``target`` in both stores (``ragloom.promotion``)."""
+        graph, why = self.context.graph()
+        if graph is None:
+            log.warning("promotion of %r refused: %s", document_id, why)
+        return promote(self.context.vectors, graph, strategies, document_id, owner, target)
+
+    def is_indexed(self, chunking: str, document_id: str) -> bool:
+        """Whether any chunk of ``document_id`` is in ``chunking``'s collection."""
+        from ragloom.filters import Condition
+
+        return bool(self.context.vectors.count_where(chunking, Condition("document_id", "document_id", "eq",
+                                                                          document_id)))
+
+    def ready(self) -> dict[str, bool]:
+        """Whether each store answers now (a graph that failed to connect earlier is asked afresh)."""
+        graph, _why = self.context.graph()
+        if graph is not None:
+            graph_ok = graph.ready()
+        else:
+            from ragloom.stores.neo4j import Neo4jStore  # deferred: the driver is loaded only when asked
+
+            try:
+                Neo4jStore.connect(self.settings).close()
+                graph_ok = True
+            except RagloomError:
+                graph_ok = False
+        return {"weaviate": self.context.vectors.ready(), "neo4j": graph_ok}
 
     async def aquery(self, query: str | Query, /, **fields: Any) -> RetrievalResult:
         """``query`` for async callers: it runs on a bounded pool of worker threads

@@ -305,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_command(sub)
 
-    from ragloom.routing.train import add_router_command
+    from ragloom.evaluation.routing_train import add_router_command
 
     add_router_command(sub)
 

@@ -209,8 +209,7 @@ async def _sweep_forever(app: FastAPI) -> None:
     while True:
         await asyncio.sleep(settings.service_sweep_seconds)
         try:
-            removed = await app.state.rag.run_blocking(dynamic.sweep_expired, app.state.rag.context.vectors,
-                                                       app.state.item_strategies)
+            removed = await app.state.rag.run_blocking(app.state.rag.sweep_expired, app.state.item_strategies)
         except RagloomError as e:
             log.warning("sweeping expired dynamic items failed: %s", e)
             continue

@@ -15,11 +15,12 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import mcp_types as types
 from fastapi import HTTPException
+from mcp import types
 from mcp.server import Server
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ragloom import dynamic
 from ragloom.errors import RagloomError
 from ragloom.service.auth import Caller, Gate, Refused
 from ragloom.service.errors import public_error
@@ -110,7 +111,8 @@ async def _ask(rag: Any, who: Caller, body: AskRequest) -> dict[str, Any]:
 
 async def _remember(rag: Any, who: Caller, body: InjectRequest) -> dict[str, Any]:
     scope = who.narrow(body.scope)
-    item = await rag.run_blocking(rag.remember, body.text, scope, tool=body.tool or "", profile=body.profile or "",
+    item = await rag.run_blocking(rag.remember, _item_strategies(rag), body.text, scope, tool=body.tool or "",
+                                  profile=body.profile or "",
                                   metadata=body.metadata, ttl_seconds=body.ttl_seconds, namespace=body.namespace,
                                   title=body.title)
     return {"item_id": item.item_id, "scope": scope.path, "strategies": item.strategies,
@@ -118,7 +120,7 @@ async def _remember(rag: Any, who: Caller, body: InjectRequest) -> dict[str, Any
 
 
 async def _forget(rag: Any, who: Caller, body: ForgetRequest) -> dict[str, Any]:
-    deleted = await rag.run_blocking(rag.forget, body.item_id, who.scope)
+    deleted = await rag.run_blocking(rag.delete_item, _item_strategies(rag), body.item_id, who.scope)
     if not deleted:  # unknown, or someone else's: the same answer, so ids cannot be probed
         raise HTTPException(404, f"no dynamic item {body.item_id!r} in this key's scope")
     return {"item_id": body.item_id, "deleted_chunks": deleted}
@@ -126,6 +128,11 @@ async def _forget(rag: Any, who: Caller, body: ForgetRequest) -> dict[str, Any]:
 
 async def _list_strategies(rag: Any, who: Caller, body: NoInput) -> dict[str, Any]:
     return {"strategies": catalog.strategies(), "profiles": catalog.profiles(rag)}
+
+
+def _item_strategies(rag: Any) -> list[str]:
+    """The collections an injected item goes to (the service's ``item_strategies``)."""
+    return dynamic.item_strategies(rag.settings.chunkings)
 
 
 HANDLERS: dict[str, Callable[[Any, Caller, Any], Awaitable[dict[str, Any]]]] = {
@@ -178,7 +185,8 @@ class _Late:
 def serve_stdio(settings: Any) -> None:
     """The stdio server, acting as the principal of the key in RAGLOOM_API_KEY (checked now, and again with
     the rate limit on every call, so a revoked key stops working at once)."""
-    import anyio
+    import asyncio
+
     from mcp.server.stdio import stdio_server
 
     from ragloom.api import Ragloom
@@ -203,4 +211,4 @@ def serve_stdio(settings: Any) -> None:
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(main)
+    asyncio.run(main())

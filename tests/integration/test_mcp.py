@@ -273,13 +273,14 @@ def test_the_python_api_takes_the_same_profiles(settings, weaviate_store_factory
                             agent_profiles=str(tmp_path / "agents.yaml"))
     chat = Scope("acme", "alice", "py-chat")
     with Ragloom(s, vectors=vectors) as rag:
-        item = rag.remember("The weather tool said: fog in Lerwick harbour.", chat, tool="weather", profile="helper")
+        item = rag.remember([STRATEGY], "The weather tool said: fog in Lerwick harbour.", chat, tool="weather",
+                            profile="helper")
         assert item.expires_at is not None  # the profile's TTL
         with pytest.raises(QueryError, match="does not remember results of tool 'shell'"):
-            rag.remember("ok", chat, tool="shell", profile="helper")
+            rag.remember([STRATEGY], "ok", chat, tool="shell", profile="helper")
         result = rag.query("fog in Lerwick", scope=chat, profile="helper")
         assert result.metadata["strategy"] == "dense" and result.metadata["k"] == 3
         assert item.item_id in [i.document_id for i in result.items]
         assert rag.query("fog in Lerwick", scope=chat, profile="helper", exclude_dynamic=True).items == []
         assert rag.query("fog", scope=chat, profile="quiet").metadata["skipped"] is True
-        assert rag.forget(item.item_id, Scope("acme", "alice")) >= 1
+        assert rag.delete_item([STRATEGY], item.item_id, Scope("acme", "alice")) >= 1

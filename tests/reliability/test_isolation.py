@@ -410,9 +410,8 @@ def _doc_canary(document_id: str) -> str:
 
 def stored_scopes(h, ids: list[str]) -> dict[str, set[str]]:
     from ragloom.filters import Condition
-    from ragloom.stores.service_ops import scope_paths_where
 
-    return {i: scope_paths_where(h.rag.context.vectors, STRATEGY, Condition("document_id", "document_id", "eq", i))
+    return {i: h.rag.context.vectors.scope_paths_where(STRATEGY, Condition("document_id", "document_id", "eq", i))
             for i in ids}
 
 

@@ -15,8 +15,8 @@ router = APIRouter(prefix="/v1/inject", tags=["inject"])
 async def inject(body: InjectRequest, request: Request, who: CallerDep) -> InjectResponse:
     scope = who.narrow(body.scope)
     state = request.app.state
-    item = await state.rag.run_blocking(state.rag.remember, body.text, scope, tool=body.tool or "",
-                                        profile=body.profile or "", metadata=body.metadata,
+    item = await state.rag.run_blocking(state.rag.remember, state.item_strategies, body.text, scope,
+                                        tool=body.tool or "", profile=body.profile or "", metadata=body.metadata,
                                         ttl_seconds=body.ttl_seconds, namespace=body.namespace, title=body.title)
     state.metrics.injected.inc()
     return InjectResponse(item_id=item.item_id, scope=scope.path, strategies=item.strategies,
@@ -26,7 +26,7 @@ async def inject(body: InjectRequest, request: Request, who: CallerDep) -> Injec
 @router.delete("/{item_id}", response_model=DeleteResponse, summary="Remove a dynamic item")
 async def delete(item_id: str, request: Request, who: CallerDep) -> DeleteResponse:
     state = request.app.state
-    deleted = await state.rag.run_blocking(state.rag.forget, item_id, who.scope)
+    deleted = await state.rag.run_blocking(state.rag.delete_item, state.item_strategies, item_id, who.scope)
     if not deleted:  # unknown, or someone else's: the same answer, so ids cannot be probed
         raise HTTPException(404, f"no dynamic item {item_id!r} in this key's scope")
     return DeleteResponse(item_id=item_id, deleted_chunks=deleted)

@@ -39,21 +39,21 @@ def test_keys_are_stored_hashed_and_verified(tmp_path):
     text = (tmp_path / "keys.json").read_text()
     assert key not in text and record.key_sha256 in text
     assert stat.S_IMODE((tmp_path / "keys.json").stat().st_mode) == 0o600
-    principal = KeyStore(tmp_path / "keys.json").verify(key)  # a second reader (the running service)
-    assert principal is not None and (principal.tenant, principal.user, principal.admin) == ("acme", "", True)
+    record = KeyStore(tmp_path / "keys.json").lookup(key)  # a second reader (the running service)
+    assert record is not None and (record.tenant, record.user, record.admin) == ("acme", "", True)
     assert "key_sha256" not in record.public()
     wrong = key[:-1] + ("A" if key[-1] != "A" else "B")
     for bad in (None, "", wrong, "rlk_" + record.key_id, "Bearer " + key, key + "x"):
-        assert store.verify(bad) is None
+        assert store.lookup(bad) is None
 
 
 def test_revoked_key_stops_working_for_a_reader_that_already_loaded_the_file(tmp_path):
     writer, reader = KeyStore(tmp_path / "k.json"), KeyStore(tmp_path / "k.json")
     key, record = writer.create("acme")
-    assert reader.verify(key) is not None
+    assert reader.lookup(key) is not None
     time.sleep(0.01)
     writer.revoke(record.key_id)
-    assert reader.verify(key) is None
+    assert reader.lookup(key) is None
     with pytest.raises(ConfigError):
         writer.revoke("nope")
 

@@ -24,8 +24,8 @@ import numpy as np
 from ragloom import files
 from ragloom.errors import ConfigError
 from ragloom.retrieval.adaptive import DEFAULT_CHAIN
-from ragloom.routing.features import FEATURE_VERSION
-from ragloom.routing.router import LearnedRouter, RuleRouter, data_hash
+from ragloom.retrieval.routing.features import FEATURE_VERSION
+from ragloom.retrieval.routing.router import LearnedRouter, RuleRouter, data_hash
 
 METRIC = "ndcg@10"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ragloom.routing.features import content_terms
+from ragloom.retrieval.routing.features import content_terms
 
 TOP = 5  # items the check reads
 
