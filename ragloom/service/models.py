@@ -34,6 +34,10 @@ class QueryRequest(BaseModel):
                                 "fill what this request leaves out")
     options: dict[str, Any] = Field(default_factory=dict, description="strategy and post-processing options, each "
                                     "checked against its declaration (GET /v1/strategies lists them)")
+    transforms: list[str] | None = Field(None, description="query transforms (reformulate, multi_query, hyde, "
+                                         "step_back, decompose, prf); default RAGLOOM_LLM_TRANSFORMS")
+    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per transform, its "
+                                                         "options (bounded), e.g. {\"multi_query\": {\"n\": 4}}")
 
 
 class Span(BaseModel):
@@ -119,11 +123,8 @@ class AskRequest(QueryRequest):
     """A query, answered with citations by the configured model (RAGLOOM_LLM_*)."""
 
     generation: str | None = Field(None, description="simple | cot | reflect; default RAGLOOM_LLM_GENERATION")
-    transforms: list[str] | None = Field(None, description="query transforms; default RAGLOOM_LLM_TRANSFORMS")
     token_budget: int | None = Field(None, ge=100, le=MAX_TOKEN_BUDGET, description="context tokens for the model")
     use_cache: bool = True
-    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per transform, its "
-                                                         "options (bounded), e.g. {\"multi_query\": {\"n\": 4}}")
     generation_options: dict[str, Any] = Field(default_factory=dict, description="the generation strategy's "
                                                "options (bounded), e.g. {\"rounds\": 2} for reflect")
 
