@@ -36,6 +36,8 @@ class QueryConfig(Config):
                                                     "model configured the answer says so)")
     generation: str = Field(default="simple", description="Answers: simple | cot | reflect")
     use_cache: bool = Field(default=True, description="Answers: read and write the answer cache")
+    profile: str = Field(default="", description="An agent profile (RAGLOOM_AGENT_PROFILES; `ragloom profiles` "
+                                                 "lists them): the fields left at their default take the profile's")
 
 
 def _load_queries(config: QueryConfig, artifacts: ArtifactStore) -> list[str]:
@@ -97,24 +99,37 @@ def adaptive_metadata(tally: Any) -> dict[str, Any]:
             "adaptive_summary": monitor.describe(counts)}
 
 
+def _query_fields(config: QueryConfig) -> dict[str, Any]:
+    """The run config as query fields; with a profile, a field left at its default is left out (the profile's
+    value, else the parser's default, applies)."""
+    fields = {"strategy": config.strategy, "k": config.k, "filters": config.filters or None,
+              "scope": config.scope or None, "chunking": config.chunking or None, "options": config.options,
+              "transforms": config.transforms, "generation": config.generation if config.answer else None,
+              "use_cache": config.use_cache, "profile": config.profile or None}
+    if config.profile:
+        defaults = QueryConfig(profile=config.profile)
+        fields = {name: value for name, value in fields.items()
+                  if name == "profile" or getattr(defaults, name) != getattr(config, name)}
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 @op(description="Runs every query and writes the results as Parquet and JSON")
 def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: WeaviateResource, neo4j: Neo4jResource,
                 embedder: EmbedderResource, nlp: NlpResource, artifacts: ArtifactStore) -> Output[str]:
     from ragloom.api import Ragloom
-    from ragloom.query import parse_query
+    from ragloom.query import load_profiles, parse_query
     from ragloom.retrieval.query import check_text
     from ragloom.retrieval.routing.monitor import AdaptiveTally
 
     queries = _load_queries(config, artifacts)
-    # one parse of everything but the text: a bad strategy, filter or option fails before anything loads
-    base = parse_query(text=queries[0] if queries else "-", strategy=config.strategy, k=config.k,
-                       filters=config.filters or None, scope=config.scope or None, chunking=config.chunking or None,
-                       options=config.options, transforms=config.transforms,
-                       generation=config.generation if config.answer else None, use_cache=config.use_cache)
+    settings = settings_of(weaviate, neo4j, embedder, nlp)
+    # one parse of everything but the text: a bad strategy, filter, option or profile fails before anything loads
+    base = parse_query(_query_fields(config), text=queries[0] if queries else "-",
+                       profiles=load_profiles(settings.agent_profiles) if config.profile else None)
     rows, answers = [], []
     adaptive = AdaptiveTally()
     # the run's clients (opened at resource setup); Neo4j, when it was down then, is loaded by a graph strategy
-    with Ragloom(settings_of(weaviate, neo4j, embedder, nlp), vectors=weaviate.store(), graph=neo4j.opened()) as rag:
+    with Ragloom(settings, vectors=weaviate.store(), graph=neo4j.opened()) as rag:
         for q in queries:
             if config.answer:
                 reply = rag.ask(base.replace(text=check_text(q)))

@@ -28,7 +28,7 @@ from ragloom.errors import QueryError, RagloomError
 from ragloom.filters import Condition
 from ragloom.llm import AnswerCache, Expansion, LLMClient
 from ragloom.promotion import Promotion, promote
-from ragloom.query import FIELDS, check_chunking, fallback_warning, parse_query
+from ragloom.query import FIELDS, check_chunking, fallback_warning, load_profiles, parse_query
 from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, strategy_class
 from ragloom.retrieval.cache import ResultCache
 from ragloom.retrieval.graph_rag import graph_snapshot
@@ -58,6 +58,7 @@ class Ragloom:
                  embedder: Any = None, nlp: Any = None, reranker: Any = None, llm: LLMClient | None = _UNSET,
                  coalesce_queries: bool = False, hide_schema: bool = False) -> None:
         self.settings = settings or Settings.from_env()
+        self.profiles = load_profiles(self.settings.agent_profiles)  # checked before anything connects
         self._owned: list[Any] = []
         self._coalesce = coalesce_queries
         self._pool: ThreadPoolExecutor | None = None
@@ -75,6 +76,7 @@ class Ragloom:
             load_embedder=self._load_embedder, load_graph=self._load_graph, load_nlp=self._load_nlp,
             load_reranker=self._load_reranker, result_cache=_result_cache(self.settings),
             hide_schema=hide_schema, load_llm=lambda: self.llm, load_router=self._load_router,
+            make_expansion=self._expansion,
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
 
@@ -113,6 +115,13 @@ class Ragloom:
         from ragloom.extraction import load_nlp  # deferred: spaCy loads only when the graph is built or queried
 
         return load_nlp(self.settings.spacy_model, gemm=self.settings.spacy_gemm)
+
+    def _expansion(self, names: Any, options: Mapping[str, Mapping[str, Any]]) -> Any:
+        """The query transforms ``names`` over the configured model (the context's generator for multi_query and
+        hyde as strategies)."""
+
+        return Expansion(list(names), self.llm, self.settings.llm_transform_timeout_seconds,
+                         {n: dict(o) for n, o in options.items()})
 
     @property
     def llm(self) -> LLMClient | None:
@@ -159,9 +168,9 @@ class Ragloom:
         """
         return self.retrieve(self.parse(query, fields))
 
-    @staticmethod
-    def parse(query: str | Query, fields: Mapping[str, Any]) -> Query:
-        """The Python API's door to ``parse_query``: keywords that are not query fields are options."""
+    def parse(self, query: str | Query, fields: Mapping[str, Any]) -> Query:
+        """The Python API's door to ``parse_query``: keywords that are not query fields are options;
+        ``profile`` names one of this object's agent profiles (RAGLOOM_AGENT_PROFILES)."""
         if isinstance(query, Query):
             if fields:
                 raise QueryError(f"give a Query, or its text with fields; not both (got {sorted(fields)})")
@@ -170,7 +179,7 @@ class Ragloom:
         options = {k: v for k, v in fields.items() if k not in FIELDS}
         if options:
             named["options"] = {**as_mapping("options", named.get("options")), **options}
-        return parse_query(named, text=query)
+        return parse_query(named, text=query, profiles=self.profiles)
 
     def retrieve(self, query: Query) -> RetrievalResult:
         """Run a parsed ``Query``: its retriever (reused), its transforms, its visibility."""
@@ -178,16 +187,16 @@ class Ragloom:
             return RetrievalResult(query=query.text, items=[], metadata={
                 "strategy": query.strategy, "requested_strategy": query.requested_strategy or query.strategy,
                 "k": query.k, "scope": query.scope.path, "namespaces": [], "skipped": True,
+                **({"profile": query.profile} if query.profile else {}),
                 "skip_reason": "namespaces=[]: the caller asked for no retrieval", "lanes_run": [], "fallbacks": [],
                 "warnings": [], "timings_ms": {}, "abstained": False})
         retriever = self.retriever(query.strategy, query.chunking)
         names = self.settings.llm_transforms if query.transforms is None else query.transforms
+        names = [*names, *retriever.implied_transforms]  # multi_query and hyde as strategies are their transform
         if not names:
             result = retriever.search(query)
         else:
-
-            with Expansion(list(names), self.llm, self.settings.llm_transform_timeout_seconds,
-                           {n: dict(o) for n, o in query.transform_options.items()}) as expansion:
+            with self._expansion(names, query.transform_options) as expansion:
                 # the first pass and the model's transforms overlap; reformulate runs first (it changes the query)
                 text = expansion.rewrite(query.text) if any(t.phase == "rewrite" for t in expansion.transforms) \
                     else query.text
@@ -227,6 +236,23 @@ class Ragloom:
                               spent=(spent.get("in", 0), spent.get("out", 0)))
         out.latency_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return out
+
+    # an agent's memory ----------------------------------------------------------------------------------
+    def remember(self, strategies: Sequence[str], text: str, scope: Scope, *, tool: str = "", profile: str = "",
+                 ttl_seconds: float | None = None, **options: Any) -> InjectedItem:
+        """``inject`` for an agent: ``text`` (a tool's result, a note) into a chat scope (``tenant/user/chat``:
+        every agent of the chat sees it) or an agent scope (``.../chat/agent``: that agent only). With ``profile``,
+        only the tools the profile remembers are accepted (a QueryError names them) and the tool's TTL is the
+        default. The item records its tool and agent (the profile's name, else the scope's agent)."""
+        if not scope.chat:
+            raise QueryError("inject into a chat scope (tenant/user/chat) or an agent scope (…/chat/agent)")
+        if profile:
+            if not tool:
+                raise QueryError(f"profile {profile!r:.80}: name the tool whose result this is")
+            kept = self.profiles.get(profile).tool(tool)
+            ttl_seconds = kept.ttl_seconds if ttl_seconds is None else ttl_seconds
+        return self.inject(strategies, text, scope, ttl_seconds=ttl_seconds, tool=tool,
+                           agent_id=profile or scope.agent, **options)
 
     def warm(self, strategy: str = DEFAULT_STRATEGY, chunking: str | None = None) -> None:
         """Load now what ``strategy`` needs (embedder; spaCy, Neo4j and the in-process graph of ``chunking``

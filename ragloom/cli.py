@@ -128,6 +128,26 @@ def _cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_profiles(args: argparse.Namespace) -> int:
+    from ragloom.query import load_profiles  # deferred: each command loads only what it needs
+
+    profiles = load_profiles(Settings.from_env().agent_profiles)
+    if args.json:
+        print(json.dumps(profiles.describe(), indent=2, default=str))
+        return 0
+    if not profiles:
+        print("no agent profiles: set RAGLOOM_AGENT_PROFILES to a YAML file (docs/how-to/agents.md)")
+        return 0
+    print(f"agent profiles from {profiles.source}")
+    for p in profiles.describe():
+        print(f"{p['name']}: {p['description'] or '-'}")
+        for name, value in p["fields"].items():
+            print(f"  {name:<18} {json.dumps(value, default=str)}")
+        kept = ", ".join(f"{t} (ttl {v['ttl_seconds'] or 'none'})" for t, v in p["remember"].items()) or "none"
+        print(f"  {'remembers':<18} {kept}")
+    return 0
+
+
 def _cmd_ask(args: argparse.Namespace) -> int:
     from ragloom.api import Ragloom  # deferred: each command loads only what it needs (`ragloom --help` stays instant)
 
@@ -171,6 +191,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    from ragloom.service.mcp_server import serve_stdio  # deferred: each command loads only what it needs
+
+    serve_stdio(Settings.from_env())
+    return 0
+
+
 def _cmd_keys(args: argparse.Namespace) -> int:
     # deferred: each command loads only what it needs (`ragloom --help` stays instant)
     from ragloom.service.keys import KeyStore
@@ -189,8 +216,11 @@ def _cmd_keys(args: argparse.Namespace) -> int:
 
 def _add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
     """What `query` and `ask` retrieve with: strategy, k, filter, scope, chunking and the strategy's options."""
-    p.add_argument("--strategy", default="hybrid", help="a retrieval strategy (`ragloom strategies` lists them)")
-    p.add_argument("-k", type=int, default=5, help="items retrieved")
+    p.add_argument("--profile", default=None, help="an agent profile (`ragloom profiles` lists them): its fields "
+                                                   "fill what the command line leaves out")
+    p.add_argument("--strategy", default=None, help="a retrieval strategy (`ragloom strategies` lists them); "
+                                                    "default hybrid")
+    p.add_argument("-k", type=int, default=None, help="items retrieved (default 5)")
     p.add_argument("--filter", default="", help='metadata filter as JSON, e.g. \'{"status": "published"}\'')
     p.add_argument("--scope", default="", help="tenant/user/chat[/agent]; default: shared only")
     p.add_argument("--chunking", default="", help="which chunking's collection to query (default: the strategy's "
@@ -201,7 +231,8 @@ def _add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
                    help='strategy options as a JSON object, e.g. \'{"alpha": 0.3}\' (--option wins)')
     p.add_argument("--namespaces", default=None, metavar="A,B",
                    help="only documents of these namespaces (default: all; an empty value skips retrieval)")
-    p.add_argument("--exclude-dynamic", action="store_true", help="leave out injected (dynamic) items")
+    p.add_argument("--exclude-dynamic", action="store_true", default=None, help="leave out injected (dynamic) items")
+    p.add_argument("--exclude-tools", default=None, metavar="A,B", help="leave out injected results of these tools")
     p.add_argument("--unknown-strategy", default="error", choices=["error", "fallback"],
                    help="an unknown --strategy is an error (default), or runs dense with a warning")
 
@@ -210,13 +241,17 @@ def _parse_query(args: argparse.Namespace, text: str, **fields: Any) -> Any:
     """The command line's query, through the one parser: a malformed filter, scope, strategy or option fails here,
     before anything connects or loads."""
     # deferred: each command loads only what it needs (`ragloom --help` stays instant)
-    from ragloom.query import parse_query
+    from ragloom.query import load_profiles, parse_query
 
     namespaces = None if args.namespaces is None else [n.strip() for n in args.namespaces.split(",") if n.strip()]
-    return parse_query(dict(text=text, strategy=args.strategy, k=args.k, filters=args.filter or None,
-                            scope=args.scope or None, chunking=args.chunking or None, options=args.options,
-                            exclude_dynamic=args.exclude_dynamic, namespaces=namespaces,
-                            unknown_strategy=args.unknown_strategy, **fields), option_pairs=args.option)
+    given = dict(strategy=args.strategy, k=args.k, filters=args.filter or None, scope=args.scope or None,
+                 chunking=args.chunking or None, options=args.options or None, exclude_dynamic=args.exclude_dynamic,
+                 namespaces=namespaces, exclude_tools=args.exclude_tools, profile=args.profile,
+                 unknown_strategy=args.unknown_strategy, **fields)
+    # what the command line left out stays out, so a profile can fill it
+    given = {name: value for name, value in given.items() if value is not None}
+    profiles = load_profiles(Settings.from_env().agent_profiles) if args.profile else None
+    return parse_query(given, text=text, profiles=profiles, option_pairs=args.option)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -254,6 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=None, help="default RAGLOOM_SERVICE_PORT")
     p.set_defaults(func=_cmd_serve)
 
+    p = sub.add_parser("mcp", help="the MCP server over stdio, for a local agent: acts as the principal of the "
+                                   "API key in RAGLOOM_API_KEY (the service serves MCP over HTTP at /mcp)")
+    p.set_defaults(func=_cmd_mcp)
+
     p = sub.add_parser("keys", help="API keys of the query service")
     keys_sub = p.add_subparsers(dest="action", required=True)
     k = keys_sub.add_parser("create", help="create a key (printed once, on stdout)")
@@ -280,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true", help="the options as the README's Markdown table")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_strategies)
+
+    p = sub.add_parser("profiles", help="the agent profiles of RAGLOOM_AGENT_PROFILES, checked")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_profiles)
 
     p = sub.add_parser("settings", help="print the resolved settings (secrets masked)")
     p.set_defaults(func=_cmd_settings)

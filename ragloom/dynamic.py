@@ -26,7 +26,11 @@ DYNAMIC = "dynamic"
 EXPIRES_AT = "expires_at"
 INJECTED_AT = "injected_at"
 NAMESPACE = "namespace"
-RESERVED_KEYS = (DYNAMIC, EXPIRES_AT, INJECTED_AT, NAMESPACE, "title", "source_path")
+# the tool whose result an item is (an agent's memory, ragloom.profiles); metadata may also carry it, as
+# injections did before tools were first class, and then it must agree with the one given
+TOOL = "tool"
+AGENT = "agent_id"  # the agent (its profile, else the scope's agent) that remembered it
+RESERVED_KEYS = (DYNAMIC, EXPIRES_AT, INJECTED_AT, NAMESPACE, AGENT, "title", "source_path")
 MAX_TEXT_CHARS = 8000  # one chunk: the embedding model reads ~256 tokens of it, the rest is returned as text
 MAX_TTL_SECONDS = 366 * 24 * 3600
 ITEM_PREFIX = "dyn-"
@@ -53,8 +57,8 @@ class InjectedItem:
 
 
 def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata: Mapping[str, Any] | None = None,
-                 ttl_seconds: float | None = None, namespace: str = "", title: str = "",
-                 now: datetime | None = None) -> tuple[InjectedItem, list[Chunk]]:
+                 ttl_seconds: float | None = None, namespace: str = "", title: str = "", tool: str = "",
+                 agent_id: str = "", now: datetime | None = None) -> tuple[InjectedItem, list[Chunk]]:
     """The item and its chunks (one per strategy); validates everything before anything is written."""
     if not isinstance(text, str) or not text.strip():
         raise ConfigError("inject: text must be a non-empty string")
@@ -70,6 +74,8 @@ def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata
                    {k.removeprefix("meta_") for k in flatten_metadata(metadata) if k in reserved})
     if clash:
         raise ConfigError(f"inject: metadata keys {clash} are reserved ({', '.join(RESERVED_KEYS)})")
+    if tool and metadata.get(TOOL, tool) != tool:
+        raise ConfigError(f"inject: metadata tool {metadata[TOOL]!r:.80} differs from the tool {tool!r:.80}")
     if ttl_seconds is not None and not 0 < ttl_seconds <= MAX_TTL_SECONDS:
         raise ConfigError(f"inject: ttl_seconds must be within (0, {MAX_TTL_SECONDS}], got {ttl_seconds}")
     now = now or datetime.now(UTC)
@@ -81,6 +87,10 @@ def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata
         meta[EXPIRES_AT] = item.expires_at
     if namespace:
         meta[NAMESPACE] = namespace
+    if tool:
+        meta[TOOL] = tool
+    if agent_id:
+        meta[AGENT] = agent_id
     chunks = []
     for strategy in strategies:
         chunk_id = make_chunk_id(item.item_id, strategy, "dynamic", 0, len(text), text)
@@ -108,8 +118,10 @@ def has_property(property_types: Mapping[str, str] | None, key: str) -> bool:
 
 
 def visibility_nodes(property_types: Mapping[str, str] | None, *, exclude_dynamic: bool = False,
-                     namespaces: Sequence[str] | None = None, now: datetime | None = None) -> tuple[Node, ...]:
-    """The filter nodes a query adds: expired items never, dynamic ones only when asked, only the chosen
+                     namespaces: Sequence[str] | None = None, exclude_tools: Sequence[str] = (),
+                     now: datetime | None = None) -> tuple[Node, ...]:
+    """The filter nodes a query adds: expired items never, dynamic ones only when asked, no results of the
+    ``exclude_tools``, only the chosen
     namespaces (None: all). A condition on metadata no chunk of the collection has yet is left out (it would
     hold for every chunk anyway), except ``namespaces``, which then matches nothing. An empty ``namespaces``
     never gets here: it means no retrieval at all (``Query.skips_retrieval``)."""
@@ -118,6 +130,8 @@ def visibility_nodes(property_types: Mapping[str, str] | None, *, exclude_dynami
         out.append(Not(Condition(EXPIRES_AT, meta_property_name(EXPIRES_AT), "lt", now or datetime.now(UTC))))
     if exclude_dynamic and has_property(property_types, DYNAMIC):
         out.append(Not(Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True)))
+    if exclude_tools and not exclude_dynamic and has_property(property_types, TOOL):
+        out.append(Not(Condition(TOOL, meta_property_name(TOOL), "in", [str(t) for t in exclude_tools])))
     if namespaces is not None:
         out.append(Condition(NAMESPACE, meta_property_name(NAMESPACE), "in", [str(n) for n in namespaces])
                    if has_property(property_types, NAMESPACE) else MATCHES_NOTHING)

@@ -8,6 +8,8 @@ it was given into a typed ``Query`` here, under one policy.
   transform and of the generation strategy: type, choices and bounds, so no request asks for unbounded work.
 - ``namespaces`` absent means all; an empty list means "skip retrieval".
 - No field or option names a file or a server path: those are settings.
+- ``profile`` names an agent profile (ragloom.profiles): its fields fill what the request leaves out; what the
+  request sets wins, options merged key by key.
 
 Adding a query parameter: a field on ``ragloom.retrieval.query.Query`` and its check below, or an ``Option`` on
 the strategy that reads it.
@@ -23,6 +25,7 @@ from ragloom.chunking import available_chunkers
 from ragloom.errors import QueryError, RagloomError
 from ragloom.llm import available_generations, available_transforms, generation_options, transform_options
 from ragloom.options import Option, check_options, parse_option_pairs
+from ragloom.profiles import Profiles, apply_profile
 from ragloom.retrieval import available_strategies, strategy_class
 from ragloom.retrieval.base import FALLBACK_STRATEGY
 from ragloom.retrieval.query import (
@@ -51,6 +54,8 @@ FIELDS: dict[str, str] = {
     "transforms": "query transforms (reformulate, multi_query, hyde, step_back, decompose, prf)",
     "transform_options": "per transform, its options: {name: {option: value}}",
     "exclude_dynamic": "leave out injected (dynamic) items",
+    "exclude_tools": "leave out injected results of these tools",
+    "profile": "an agent profile (`ragloom profiles` lists them): its fields fill what the request leaves out",
     "namespaces": "only documents of these namespaces; absent: all; an empty list: skip retrieval",
     "generation": "ask only: simple | cot | reflect",
     "generation_options": "ask only: the generation strategy's options",
@@ -63,15 +68,20 @@ MAX_TOKEN_BUDGET = 32_000
 
 
 def parse_query(fields: Mapping[str, Any] | None = None, /, *, option_pairs: Sequence[str] = (),
-                **more: Any) -> Query:
+                profiles: Profiles | None = None, **more: Any) -> Query:
     """A checked ``Query`` from ``fields`` (and keyword fields, which win): JSON-like values as a request body,
     a job's config or the Python API give them (``filters`` and ``options`` may also be JSON text,
     ``transforms`` comma-separated text). ``option_pairs``: ``key=value`` text from a command line (they win
-    over ``options``)."""
+    over ``options``). ``profiles``: where a ``profile`` field is looked up."""
     given = {**(fields or {}), **more}
     unknown = sorted(set(given) - set(FIELDS))
     if unknown:
         raise QueryError(f"unknown query field(s) {unknown}; fields: {', '.join(FIELDS)}")
+    profile_name = given.pop("profile", None) or ""
+    if profile_name:
+        if not isinstance(profile_name, str):
+            raise QueryError("profile must be a name")
+        given = apply_profile((profiles or Profiles()).get(profile_name), given)
     text = check_text(given.get("text"))
     strategy, requested, warning = _strategy(given.get("strategy"), given.get("unknown_strategy"))
     options = _options(strategy, given.get("options"), option_pairs, lenient=bool(warning))
@@ -88,10 +98,17 @@ def parse_query(fields: Mapping[str, Any] | None = None, /, *, option_pairs: Seq
         generation_options=_checked("generation_options", f"generation {generation or '(any)'}",
                                     generation_options(generation), given.get("generation_options")),
         token_budget=_token_budget(given.get("token_budget")),
-        use_cache=check_bool("use_cache", given.get("use_cache", True)), requested_strategy=requested)
+        use_cache=check_bool("use_cache", given.get("use_cache", True)), requested_strategy=requested,
+        profile=profile_name, exclude_tools=_tools(given.get("exclude_tools")))
     if warning:
         log.warning(warning)
     return query
+
+
+def load_profiles(path: Any) -> Profiles:
+    """The agent profiles of the file at ``path`` (RAGLOOM_AGENT_PROFILES; empty: none), each profile's fields
+    checked by this parser, so a bad one stops the start with the file and the profile named."""
+    return Profiles.load(path or None, lambda fields: parse_query(fields, text="profile check"))
 
 
 def fallback_warning(query: Query) -> str:
@@ -175,6 +192,18 @@ def _transform_options(value: Any) -> dict[str, dict[str, Any]]:
         _names("query transform", [name], available_transforms())
         out[name] = _checked("transform_options", f"transform {name}", transform_options(name), options)
     return out
+
+
+def _tools(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) and 0 < len(v) <= 64 for v in value):
+        raise QueryError("exclude_tools must be a list of tool names (1 to 64 characters each)")
+    if len(value) > 32:
+        raise QueryError(f"exclude_tools: at most 32, got {len(value)}")
+    return tuple(dict.fromkeys(value))
 
 
 def _generation(value: Any) -> str | None:

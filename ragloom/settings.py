@@ -290,6 +290,9 @@ class Settings:
         "open | key")
     service_auth_failures_per_minute: int = _setting(30,
         "failed authentications per client address per minute before 429")
+    agent_profiles: str = _setting("",
+        "agent profiles (YAML): per agent its strategy, namespaces, options and remembered tools; read and "
+        "checked at start (docs/how-to/agents.md)")
     router_model: str = _setting("router/model.skops",
         "the adaptive strategy's trained router: a file inside the artifacts folder (never a request's choice)")
 

@@ -21,6 +21,7 @@ from ragloom.retrieval.base import (
 from ragloom.retrieval.bm25 import BM25Retriever
 from ragloom.retrieval.dense import DenseRetriever
 from ragloom.retrieval.fusion import fuse, rrf, weighted
+from ragloom.retrieval.generated import HydeRetriever, MultiQueryRetriever
 from ragloom.retrieval.graph_rag import GraphRagRetriever
 from ragloom.retrieval.hierarchical import HierarchicalRetriever
 from ragloom.retrieval.hybrid import HybridRetriever
@@ -38,6 +39,8 @@ __all__ = [
     "GraphRagRetriever",
     "HierarchicalRetriever",
     "HybridRetriever",
+    "HydeRetriever",
+    "MultiQueryRetriever",
     "Option",
     "RaptorRetriever",
     "MultiHopRetriever",

@@ -84,8 +84,13 @@ class RetrievalContext:
                  load_graph: Callable[[], GraphStore] | None = None,
                  load_nlp: Callable[[], Any] | None = None, load_reranker: Callable[[], Any] | None = None,
                  result_cache: ResultCache | None = None, hide_schema: bool = False,
-                 load_llm: Callable[[], Any] | None = None, load_router: Callable[[], Any] | None = None) -> None:
+                 load_llm: Callable[[], Any] | None = None, load_router: Callable[[], Any] | None = None,
+                 make_expansion: Callable[[Sequence[str], Mapping[str, Mapping[str, Any]]], Any] | None = None
+                 ) -> None:
         self.vectors = vectors
+        # (transform names, their options) -> an Expand that is also a context manager; given by the composition
+        # root (ragloom.api), so strategies that search with generated queries never import the model layer
+        self.make_expansion = make_expansion
         self.hide_schema = hide_schema  # filters on unknown / mistyped fields match nothing (see filters.bind)
         self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker, "llm": None,
                         "router": None}
@@ -158,15 +163,16 @@ class RetrievalContext:
         except RagloomError:
             return None
 
-    def visibility(self, collection: str, exclude_dynamic: bool, namespaces: Sequence[str] | None
-                   ) -> tuple[Node, ...]:
+    def visibility(self, collection: str, exclude_dynamic: bool, namespaces: Sequence[str] | None,
+                   exclude_tools: Sequence[str] = ()) -> tuple[Node, ...]:
         """The filter nodes a query adds for injected items and namespaces (``ragloom.dynamic``), against the
         collection's properties (re-read once when namespaces are asked for and none is known: ingestion may
         have added the first since)."""
         types = self.property_types(collection)
         if namespaces is not None and types is not None and not has_property(types, NAMESPACE):
             types = self.property_types(collection, refresh=True)
-        return visibility_nodes(types, exclude_dynamic=exclude_dynamic, namespaces=namespaces)
+        return visibility_nodes(types, exclude_dynamic=exclude_dynamic, namespaces=namespaces,
+                                exclude_tools=exclude_tools)
 
     def bind_filters(self, collection: str, node: Node | None) -> Node | None:
         """The user's filter checked against the collection's types (re-read once if a field is missing:
@@ -261,6 +267,8 @@ class Retriever(ABC):
     needs_graph: ClassVar[bool] = False  # reads the Neo4j graph (and spaCy for the query's entities)
     needs_summaries: ClassVar[bool] = False  # reads the chunking's summary level (ragloom eval builds it)
     declared_options: ClassVar[dict[str, Option]] = {}
+    # query transforms this strategy is made of (multi_query, hyde): they run even when the query asks for none
+    implied_transforms: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: RetrievalContext, chunking: str | None = None, **options: Any) -> None:
         self.context = context
@@ -286,18 +294,21 @@ class Retriever(ABC):
         if isinstance(query, Query):
             if filters is not None or scope is not None or options or k != DEFAULT_K:
                 raise QueryError("search: give a Query, or the text with k, filters, scope and options; not both")
-            return self._execute(query, expansion)
-        node, spec = check_filters(filters)
-        return self._execute(Query(text=check_text(query), strategy=self.name, k=check_k(k), chunking=self.chunking,
-                                  scope=check_scope(scope), filters=node, filter_spec=spec,
-                                  options=self.check_options(options)), expansion)
+        else:
+            node, spec = check_filters(filters)
+            query = Query(text=check_text(query), strategy=self.name, k=check_k(k), chunking=self.chunking,
+                          scope=check_scope(scope), filters=node, filter_spec=spec, options=self.check_options(options))
+        if expansion is None and self.implied_transforms and self.context.make_expansion is not None:
+            with self.context.make_expansion(self.implied_transforms, query.transform_options) as own:
+                return self._execute(query, own)
+        return self._execute(query, expansion)
 
     def _execute(self, q: Query, expansion: Expand | None) -> RetrievalResult:
         started = time.perf_counter()
         opts = {**self.options, **q.options}
         post = {name: opts.pop(name) for name in POSTPROCESS_DEFAULTS}
         user_filter = self.context.bind_filters(self.chunking, q.filters)
-        visibility = self.context.visibility(self.chunking, q.exclude_dynamic, q.namespaces)
+        visibility = self.context.visibility(self.chunking, q.exclude_dynamic, q.namespaces, q.exclude_tools)
         reranker, no_rerank = self.context.reranker() if post["rerank"] else (None, "rerank=False")
         fetch_k = q.k * 2 if post["dedup"] else q.k
         if post["max_per_document"]:  # room to fill k from other documents
@@ -308,7 +319,8 @@ class Retriever(ABC):
             fetch_k = max(fetch_k, post["rerank_candidates"])
         cache_key = None if expansion is not None else self._cache_key(
             query=q.text, k=q.k, scope=q.scope.path, filters=q.filter_spec, options={**opts, **post},
-            exclude_dynamic=q.exclude_dynamic, namespaces=q.namespaces, reranker=getattr(reranker, "model_id", None))
+            exclude_dynamic=q.exclude_dynamic, namespaces=q.namespaces, exclude_tools=q.exclude_tools,
+            reranker=getattr(reranker, "model_id", None))
         if cache_key is not None and self.context.result_cache is not None:
             cached = self.context.result_cache.get(cache_key)
             if cached is not None:
@@ -326,6 +338,7 @@ class Retriever(ABC):
             if more:
                 with request.stage("transform_fusion"):
                     items = fusion.rrf({"query": items, **more}, k=request.fetch_k)
+        self.expanded(request, expansion is not None)
         if reranker is not None:
             items, rerank_info = self._rerank(request, reranker, items, post)
         else:
@@ -342,6 +355,8 @@ class Retriever(ABC):
             "scope": request.scope.path,
             "filters": q.filter_spec,
             "exclude_dynamic": q.exclude_dynamic,
+            **({"exclude_tools": list(q.exclude_tools)} if q.exclude_tools else {}),
+            **({"profile": q.profile} if q.profile else {}),
             "namespaces": None if q.namespaces is None else list(q.namespaces),
             "lanes_run": request.lanes_run,
             "fallbacks": request.fallbacks,
@@ -356,6 +371,11 @@ class Retriever(ABC):
             metadata["cache"] = "miss"
             self.context.result_cache.put(cache_key, result)
         return result
+
+    def expanded(self, request: SearchRequest, ran: bool) -> None:
+        """Called after the query's transforms ran (``ran``: whether any did); a strategy made of transforms
+        records here that it degraded to its base retrieval."""
+        return None
 
     def _cache_key(self, **parts: Any) -> str | None:
         """The result cache key, with the collection's version stamp; None when there is no cache (or the

@@ -50,6 +50,8 @@ class Query:
     token_budget: int | None = None
     use_cache: bool = True
     requested_strategy: str = ""  # the name asked for, when unknown_strategy="fallback" replaced it
+    profile: str = ""  # the agent profile that filled the fields the request left out
+    exclude_tools: tuple[str, ...] = ()  # injected results of these tools are left out
 
     @property
     def skips_retrieval(self) -> bool:

@@ -12,9 +12,11 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
     """Run the service in the foreground until interrupted."""
     import uvicorn
 
+    from ragloom.query import load_profiles  # deferred: as below
     from ragloom.service.app import create_app  # deferred: FastAPI and uvicorn load only when serving
 
     settings = settings or Settings.from_env()
+    load_profiles(settings.agent_profiles)  # a bad profiles file stops here, with its reason, before uvicorn starts
     # the address bound is the one the app sees: /metrics is open or keyed by it (Settings.metrics_need_key)
     settings = dataclasses.replace(settings, service_host=host or settings.service_host,
                                    service_port=port or settings.service_port)

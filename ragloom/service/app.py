@@ -14,17 +14,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragloom import dynamic
 from ragloom.api import Ragloom
 from ragloom.errors import RagloomError
-from ragloom.service import docs
-from ragloom.service.auth import RateLimiter
+from ragloom.service import docs, mcp_server
+from ragloom.service.auth import Gate
 from ragloom.service.errors import public_error
 from ragloom.service.keys import KeyStore
 from ragloom.service.metrics import ServiceMetrics
-from ragloom.service.routers import admin, ask, documents, health, inject, playground, query
+from ragloom.service.routers import admin, ask, catalog, documents, health, inject, playground, query
 from ragloom.settings import Settings
 
 log = logging.getLogger("ragloom.service")
@@ -144,7 +145,8 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
         sweeper = asyncio.create_task(_sweep_forever(app))
         log.info("ragloom service ready on its scopes (keys file %s)", settings.resolved_keys_file)
         try:
-            yield
+            async with mcp_sessions.run():
+                yield
         finally:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -159,14 +161,17 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     if local_docs:
         _serve_docs_locally(app, settings)
     app.state.settings = settings
-    app.state.keys = KeyStore(settings.resolved_keys_file)
-    app.state.limiter = RateLimiter(settings.service_rate_per_minute)
-    app.state.auth_failures = RateLimiter(settings.service_auth_failures_per_minute)
+    app.state.gate = Gate(KeyStore(settings.resolved_keys_file), settings.service_rate_per_minute,
+                          settings.service_auth_failures_per_minute)
+    app.state.keys = app.state.gate.keys
     app.state.metrics = ServiceMetrics()
     app.state.item_strategies = dynamic.item_strategies(settings.chunkings)
 
-    for module in (query, ask, inject, documents, admin, health, playground):
+    for module in (query, ask, inject, catalog, documents, admin, health, playground):
         app.include_router(module.router)
+    # MCP over streamable HTTP: a plain ASGI route, behind the same gate as /v1 (ragloom.service.auth)
+    mcp_endpoint, mcp_sessions = mcp_server.http_app(lambda: app.state.rag, app.state.gate, app.state.metrics)
+    app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
 
     @app.exception_handler(RagloomError)
     async def ragloom_error(request: Request, exc: RagloomError) -> JSONResponse:

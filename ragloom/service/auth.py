@@ -1,4 +1,8 @@
-"""Authentication and scope narrowing as FastAPI dependencies: no route can forget them.
+"""Authentication, the per-key rate limit and scope narrowing, in one place for every door of the service.
+
+``Gate.admit`` is the one check: the FastAPI dependency ``caller`` (every /v1 route), the ``KeyRequired`` ASGI
+wrapper (the MCP endpoint mounted at /mcp, which FastAPI's dependencies never see) and the stdio MCP server
+(``ragloom mcp``, per tool call) all go through it, so a key is refused, revoked and limited the same way.
 
 A request names a scope inside its key's principal (``acme/alice`` may ask for ``acme/alice/chat7`` or
 ``acme/alice/chat7/agent2``) and never outside it: another tenant or user, or a wider scope, is 403.
@@ -13,13 +17,17 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as ASGIScope
 
 from ragloom.errors import ScopeError
-from ragloom.service.keys import KeyRecord
+from ragloom.service.keys import KeyRecord, KeyStore
 from ragloom.types import Scope
 
 
@@ -84,35 +92,89 @@ class RateLimiter:
             return (1.0 - tokens) / self.rate
 
 
-def _presented_key(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
+class Refused(Exception):
+    """A request the gate turned away: its HTTP status, the reason for the caller, and headers to send."""
+
+    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = headers or {}
+
+
+class Gate:
+    """The keys, the per-key buckets and the failed-authentication buckets of one service (or stdio server)."""
+
+    def __init__(self, keys: KeyStore, per_minute: int, failures_per_minute: int) -> None:
+        self.keys = keys
+        self.limiter = RateLimiter(per_minute)
+        self.auth_failures = RateLimiter(failures_per_minute)
+
+    def admit(self, key: str | None, address: str) -> Caller:
+        """The caller behind ``key``, after the key check and the rate limit; ``Refused`` otherwise.
+        ``address``: the direct peer's (uvicorn runs without proxy headers: behind a proxy, the proxy's)."""
+        record: KeyRecord | None = self.keys.lookup(key)
+        if record is None:
+            wait = self.auth_failures.take(address)
+            if wait > 0:
+                raise Refused(429, "too many failed authentications from this address", _retry(wait))
+            raise Refused(401, "missing, unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
+        wait = self.limiter.take(record.key_id)
+        if wait > 0:
+            raise Refused(429, "rate limit exceeded for this key", _retry(wait))
+        return Caller(record.key_id, record.tenant, record.user, record.admin)
+
+
+def _retry(wait: float) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(wait)))}
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The key a request presents: ``Authorization: Bearer <key>`` or ``X-API-Key``."""
+    header = headers.get("authorization", "")
     if header.lower().startswith("bearer "):
         return header[7:].strip()
-    return request.headers.get("x-api-key")
+    return headers.get("x-api-key")
 
 
 def caller(request: Request) -> Caller:
     """The request's caller, after the key check and the rate limit."""
-    return authenticate(request, _presented_key(request))
+    return authenticate(request, presented_key(request.headers))
 
 
 def authenticate(request: Request, key: str | None) -> Caller:
-    state = request.app.state
-    record: KeyRecord | None = state.keys.lookup(key)
-    if record is None:
-        # the direct peer's address (uvicorn runs without proxy headers: behind a proxy, the proxy's)
-        address = request.client.host if request.client else "unknown"
-        wait = state.auth_failures.take(address)
-        if wait > 0:
-            raise HTTPException(429, "too many failed authentications from this address",
-                                headers={"Retry-After": str(max(1, math.ceil(wait)))})
-        raise HTTPException(401, "missing, unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
-    wait = state.limiter.take(record.key_id)
-    if wait > 0:
-        raise HTTPException(429, "rate limit exceeded for this key",
-                            headers={"Retry-After": str(max(1, math.ceil(wait)))})
-    request.state.key_id = record.key_id
-    return Caller(record.key_id, record.tenant, record.user, record.admin)
+    try:
+        who = request.app.state.gate.admit(key, request.client.host if request.client else "unknown")
+    except Refused as e:
+        raise HTTPException(e.status, e.detail, headers=e.headers) from e
+    request.state.key_id = who.key_id
+    return who
+
+
+class KeyRequired:
+    """ASGI wrapper for an app FastAPI's dependencies do not reach (the MCP endpoint): the gate's check on every
+    HTTP request, the caller left in ``scope["state"]["caller"]``, a refusal answered with its status and
+    ``refusal(refused)`` as the JSON body (default: ``{"detail": why}``, as /v1 answers)."""
+
+    def __init__(self, app: ASGIApp, gate: Gate, refusal: Callable[[Refused], Any] | None = None) -> None:
+        self.app = app
+        self.gate = gate
+        self.refusal = refusal or (lambda e: {"detail": e.detail})
+
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        client = scope.get("client")
+        try:
+            who = self.gate.admit(presented_key(headers), client[0] if client else "unknown")
+        except Refused as e:
+            response = JSONResponse(self.refusal(e), status_code=e.status, headers=e.headers)
+            await response(scope, receive, send)
+            return
+        scope.setdefault("state", {})["caller"] = who
+        await self.app(scope, receive, send)
 
 
 CallerDep = Annotated[Caller, Depends(caller)]

@@ -29,8 +29,15 @@ class QueryRequest(BaseModel):
     namespaces: list[str] | None = Field(None, description="only documents of these namespaces; default: all; "
                                                            "an empty list skips retrieval")
     exclude_dynamic: bool = Field(False, description="leave out injected (dynamic) items")
+    exclude_tools: list[str] | None = Field(None, description="leave out injected results of these tools")
+    profile: str | None = Field(None, max_length=64, description="an agent profile (GET /v1/profiles): its fields "
+                                "fill what this request leaves out")
     options: dict[str, Any] = Field(default_factory=dict, description="strategy and post-processing options, each "
                                     "checked against its declaration (GET /v1/strategies lists them)")
+    transforms: list[str] | None = Field(None, description="query transforms (reformulate, multi_query, hyde, "
+                                         "step_back, decompose, prf); default RAGLOOM_LLM_TRANSFORMS")
+    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per transform, its "
+                                                         "options (bounded), e.g. {\"multi_query\": {\"n\": 4}}")
 
 
 class Span(BaseModel):
@@ -69,7 +76,12 @@ class InjectRequest(BaseModel):
     title: str = Field("", max_length=200)
     metadata: dict[str, Any] = Field(default_factory=dict)
     namespace: str = Field("", max_length=64)
-    ttl_seconds: float | None = Field(None, gt=0, le=MAX_TTL_SECONDS, description="gone after this; default never")
+    ttl_seconds: float | None = Field(None, gt=0, le=MAX_TTL_SECONDS, description="gone after this; default: the "
+                                      "profile's TTL for the tool, else never")
+    tool: str | None = Field(None, min_length=1, max_length=64, description="the tool whose result this is "
+                             "(excluded at query time by exclude_tools)")
+    profile: str | None = Field(None, min_length=1, max_length=64, description="the agent's profile: only the "
+                                "tools it remembers are accepted (400 otherwise)")
 
 
 class InjectResponse(BaseModel):
@@ -111,11 +123,8 @@ class AskRequest(QueryRequest):
     """A query, answered with citations by the configured model (RAGLOOM_LLM_*)."""
 
     generation: str | None = Field(None, description="simple | cot | reflect; default RAGLOOM_LLM_GENERATION")
-    transforms: list[str] | None = Field(None, description="query transforms; default RAGLOOM_LLM_TRANSFORMS")
     token_budget: int | None = Field(None, ge=100, le=MAX_TOKEN_BUDGET, description="context tokens for the model")
     use_cache: bool = True
-    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per transform, its "
-                                                         "options (bounded), e.g. {\"multi_query\": {\"n\": 4}}")
     generation_options: dict[str, Any] = Field(default_factory=dict, description="the generation strategy's "
                                                "options (bounded), e.g. {\"rounds\": 2} for reflect")
 

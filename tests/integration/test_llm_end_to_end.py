@@ -226,3 +226,31 @@ def test_query_job_answers_with_the_local_model(corpus: Indexed, tmp_path: Path,
     assert result.success
     frame = pd.read_parquet(result.output_for_node("run_queries"))
     assert len(frame) == 1 and frame["answer"][0].strip() and frame["tokens_out"][0] > 0
+
+
+@pytest.mark.parametrize("strategy", ["multi_query", "hyde"])
+def test_multi_query_and_hyde_run_as_strategies_composing_with_reformulate(corpus: Indexed, tmp_path: Path,
+                                                                           strategy: str) -> None:
+    with corpus.rag(tmp_path) as rag:
+        result = rag.query(corpus.questions[0], k=5, strategy=strategy, transforms=["reformulate"], abstain=False,
+                           options={"base": "dense"})
+    meta = result.metadata
+    assert meta["strategy"] == strategy and meta["base_strategy"] == "dense" and not meta["fallbacks"]
+    assert set(meta["transforms"]) == {"reformulate", strategy}  # the entry-time transform ran too
+    generated = [g for g in meta["generated_queries"] if g["list"].startswith(f"{strategy}:")]
+    assert generated and all(g["query"].strip() for g in generated)
+    assert result.items
+
+
+@pytest.mark.parametrize("strategy", ["multi_query", "hyde"])
+def test_without_a_reachable_model_the_strategies_are_their_base_and_say_why(corpus: Indexed, tmp_path: Path,
+                                                                             strategy: str) -> None:
+    down = LLMClient(f"http://127.0.0.1:{free_port()}/v1", max_retries=0, backoff_seconds=0.05, timeout=5)
+    with corpus.rag(tmp_path, llm=down) as rag:
+        result = rag.query(corpus.questions[0], k=3, strategy=strategy, transforms=[], abstain=False)
+    assert result.metadata["strategy"] == strategy and result.items
+    assert any(f.startswith(f"{strategy}->hybrid: LLMUnavailableError") for f in result.metadata["fallbacks"]), \
+        result.metadata["fallbacks"]
+    with corpus.rag(tmp_path, llm=None) as rag:
+        result = rag.query(corpus.questions[0], k=3, strategy=strategy, transforms=[], abstain=False)
+    assert any("no language model configured" in f for f in result.metadata["fallbacks"])

@@ -468,3 +468,107 @@ def test_the_http_oracle_catches_a_planted_leak(http_service, monkeypatch, repor
     http_round(http_service, oracle, random.Random(f"control-{HTTP_SEED}"), 120)
     report(requests=sum(oracle.by_endpoint.values()), leaks_found=len(oracle.leaks), first=oracle.leaks[:2])
     assert oracle.leaks, "the oracle missed a planted scope-check bug"
+
+
+# --- the MCP door ---------------------------------------------------------------------------------------------------
+# The same oracle through /mcp: JSON-RPC tools/call requests (search, ask, remember, forget, list_strategies) from
+# the same random principals, naming the same scopes. A key refused at the gate gets no tool call at all; a scope
+# outside the key's is a tool error; no answer carries a canary the request may not read.
+
+MCP_REQUESTS = 300
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _mcp(h, auth: dict[str, str], tool: str, arguments: dict) -> tuple[int, dict | None, str]:
+    """(HTTP status, the tool's structured result or None when refused, the whole answer's text)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    r = h.client.post("/mcp", json=body, headers={**MCP_HEADERS, **auth})
+    if r.status_code != 200:
+        return r.status_code, None, r.text
+    result = r.json().get("result", {})
+    if result.get("isError"):
+        return 200, None, r.text
+    return 200, json.loads(result["content"][0]["text"]), r.text
+
+
+def mcp_round(h, oracle: Oracle, rng: random.Random, n: int) -> None:
+    from service_harness import COMPANY as SVC_COMPANY
+    from service_harness import TOPIC
+
+    tenants = sorted({k.tenant for k in h.keys})
+    principals = [*h.keys, None, "made-up"]
+    tools = ["search"] * 6 + ["ask"] * 2 + ["remember"] * 3 + ["forget", "list_strategies"]
+    for _ in range(n):
+        who = rng.choice(principals)
+        key = who if not isinstance(who, str) and who is not None else None
+        secret = key.key if key else ("rlk_0123456789ab_madeup" if who == "made-up" else None)
+        auth = {"Authorization": f"Bearer {secret}"} if secret else {}
+        tool = rng.choice(tools)
+        scope = rng.choice(_scope_choices(key, tenants))
+        requested, scope_status = _requested(key, scope)
+        target = rng.choice(sorted(oracle.where))
+        text = rng.choice([f"What does {target} lead?", f"{target} {SVC_COMPANY}", TOPIC, f"notes of {target}"])
+        strategy = rng.choice(["dense", "bm25", "hybrid", "graph_rag"])
+        if tool in ("search", "ask"):
+            args = {"query": text, "strategy": strategy, "k": rng.choice([5, 10]), "options": {"abstain": False},
+                    **({"scope": scope} if scope else {})}
+        elif tool == "remember":
+            canary = _canary(rng)
+            scope = scope or (key.scope.path if key else tenants[0])
+            if key is not None and not key.revoked:
+                requested, scope_status = _requested(key, scope)
+            args = {"text": f"{canary} joined the {TOPIC} at {SVC_COMPANY}.", "scope": scope}
+        elif tool == "forget":
+            args = {"item_id": rng.choice(sorted(oracle.items) or ["dyn-000000000000000000000000"])}
+        else:
+            args = {}
+        status, out, answer = _mcp(h, auth, tool, args)
+        oracle.count(f"mcp:{tool}", status if out is not None or status != 200 else 400)
+        refused_at_gate = key is None or key.revoked
+        if refused_at_gate != (status == 401):
+            oracle.wrong.append(f"mcp {tool} by {key and key.name}: HTTP {status}")
+        if out is not None and tool in ("search", "ask", "remember") and (scope_status or requested is None):
+            oracle.wrong.append(f"mcp {tool} by {key and key.name} in {scope!r} succeeded (expected {scope_status})")
+        if out is not None and tool == "remember":
+            got = Scope.from_path(out["scope"])
+            oracle.where[canary] = got.path
+            oracle.items[out["item_id"]] = got.path
+            oracle.item_canary[out["item_id"]] = canary
+        if out is not None and tool == "forget":
+            item = args["item_id"]
+            if key is None or key.scope.path not in Scope.from_path(oracle.items[item]).visible_paths():
+                oracle.wrong.append(f"{key and key.name} forgot {item} of {oracle.items[item]}")
+            oracle.where.pop(oracle.item_canary[item], None)
+            del oracle.items[item]
+        readable = requested if tool in ("search", "ask", "remember") else (key.scope if key and out else None)
+        oracle.check(f"mcp:{tool}", json.dumps(args), answer, readable if out is not None else None)
+
+
+def test_no_mcp_answer_carries_a_canary_from_outside_the_callers_scopes(http_service, report):
+    h = http_service
+    oracle = fresh_oracle(h)
+    mcp_round(h, oracle, random.Random(f"mcp-{HTTP_SEED}"), MCP_REQUESTS)
+    items = sorted(set(oracle.item_canary))
+    stored = stored_scopes(h, items)
+    for item in items:
+        assert stored[item] == ({oracle.items[item]} if item in oracle.items else set()), (item, stored[item])
+    report(requests=sum(oracle.by_endpoint.values()), statuses=oracle.statuses, leaks=len(oracle.leaks),
+           wrong=len(oracle.wrong), remembered=len(oracle.item_canary))
+    assert not oracle.leaks, oracle.leaks[:5]
+    assert not oracle.wrong, oracle.wrong[:5]
+    for tool in ("mcp:search", "mcp:ask", "mcp:remember"):  # each tool answered some requests with content
+        assert oracle.statuses[tool].get(200, 0) > 0, oracle.statuses
+
+
+def test_the_mcp_oracle_catches_a_planted_leak(http_service, monkeypatch, report):
+    """Positive control for the MCP door: the scope check broken, the oracle must flag answers."""
+    from ragloom.service import auth
+
+    def narrow_without_check(self, requested):
+        return Scope.from_path(requested) if requested else self.scope
+
+    monkeypatch.setattr(auth.Caller, "narrow", narrow_without_check)
+    oracle = fresh_oracle(http_service)
+    mcp_round(http_service, oracle, random.Random(f"mcp-control-{HTTP_SEED}"), 120)
+    report(requests=sum(oracle.by_endpoint.values()), leaks_found=len(oracle.leaks), first=oracle.leaks[:2])
+    assert oracle.leaks, "the oracle missed a planted scope-check bug"

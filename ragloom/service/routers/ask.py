@@ -14,7 +14,7 @@ router = APIRouter(prefix="/v1", tags=["ask"])
 @router.post("/ask", response_model=AskResponse, summary="Answer with citations from the caller's scope")
 async def ask(body: AskRequest, request: Request, who: CallerDep) -> AskResponse:
     rag = request.app.state.rag
-    answer = await rag.run_blocking(rag.ask, to_query(body, who))
+    answer = await rag.run_blocking(rag.ask, to_query(body, who, getattr(rag, "profiles", None)))
     request.app.state.metrics.observe_adaptive(answer.retrieval)  # an adaptive retrieval counts as /v1/query's
     out = answer.to_dict()
     keys = ("question", "answer", "citations", "context", "abstained", "abstain_reason", "model_configured",

@@ -14,12 +14,10 @@ router = APIRouter(prefix="/v1/inject", tags=["inject"])
              summary="Embed and write a dynamic item; retrievable by the next query")
 async def inject(body: InjectRequest, request: Request, who: CallerDep) -> InjectResponse:
     scope = who.narrow(body.scope)
-    if not scope.chat:
-        raise HTTPException(400, "inject into a chat scope (tenant/user/chat) or an agent scope (…/chat/agent)")
     state = request.app.state
-    rag = state.rag
-    item = await rag.run_blocking(rag.inject, state.item_strategies, body.text, scope, metadata=body.metadata,
-                                  ttl_seconds=body.ttl_seconds, namespace=body.namespace, title=body.title)
+    item = await state.rag.run_blocking(state.rag.remember, state.item_strategies, body.text, scope,
+                                        tool=body.tool or "", profile=body.profile or "", metadata=body.metadata,
+                                        ttl_seconds=body.ttl_seconds, namespace=body.namespace, title=body.title)
     state.metrics.injected.inc()
     return InjectResponse(item_id=item.item_id, scope=scope.path, strategies=item.strategies,
                           expires_at=item.expires_at.isoformat() if item.expires_at else None)

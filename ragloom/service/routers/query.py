@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from ragloom.dynamic import DYNAMIC
+from ragloom.profiles import Profiles
 from ragloom.query import parse_query
 from ragloom.retrieval.postprocess import Citation
 from ragloom.retrieval.query import Query
@@ -40,16 +41,17 @@ def result_body(result: RetrievalResult) -> QueryResponse:
     return QueryResponse(query=result.query, items=[item_body(i) for i in result.items], metadata=result.metadata)
 
 
-def to_query(body: QueryRequest, who: Caller) -> Query:
-    """The request as a typed ``Query`` through the one parser, its scope narrowed to the caller's."""
-    fields = body.model_dump(exclude={"query", "scope"})
-    return parse_query(fields, text=body.query, scope=who.narrow(body.scope))
+def to_query(body: QueryRequest, who: Caller, profiles: Profiles | None = None) -> Query:
+    """The request as a typed ``Query`` through the one parser, its scope narrowed to the caller's. Only the
+    fields the request set are passed, so a named profile fills the others."""
+    fields = body.model_dump(exclude={"query", "scope"}, exclude_unset=True)
+    return parse_query(fields, text=body.query, scope=who.narrow(body.scope), profiles=profiles)
 
 
 async def run_query(request: Request, who: Caller, body: QueryRequest) -> RetrievalResult:
     """The query, narrowed to the caller's scope, with its metrics recorded."""
     state = request.app.state
-    result = await state.rag.aquery(to_query(body, who))
+    result = await state.rag.aquery(to_query(body, who, getattr(state.rag, "profiles", None)))
     record_query(state.metrics, result.metadata, body.strategy)
     return result
 
