@@ -1,0 +1,211 @@
+"""graph_rag's context item: the relations on the walk's most probable paths from the query's entities to the
+chunks it returns, typed (subject-verb-object) relations before co-occurrence, each citing a readable chunk that
+states it; written by a registered serializer (``text``, ``json``, or one of yours).
+
+A path is scored by the walk itself: the probability that the walk, leaving a query entity, follows exactly
+these entity-to-entity edges and then steps into the returned chunk (the product of the transition
+probabilities; Dijkstra over ``-log p``). Only relations the walk used are considered, so the relation filter,
+the edge weights, ``max_hops`` and the caller's scope all shape the explanation as they shaped the ranking.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
+
+from ragloom.errors import ConfigError
+from ragloom.retrieval.graph_index import COOCCURS, RetrievalGraph, Walk
+from ragloom.retrieval.postprocess import GRAPH_SOURCE
+from ragloom.types import RetrievedItem, sha256_hex
+
+TITLE = "Knowledge graph"
+PATH_CHUNKS = 10  # returned chunks a path is looked for, best first
+NODE_CHUNKS = 20  # chunk ids listed per entity (the count says how many there are)
+
+
+@dataclass
+class Explanation:
+    """What the context item says, as data: ``nodes`` (entities), ``edges`` (relations, each with the chunk
+    that states it) and ``paths`` (per returned chunk, the entities from a query entity to it)."""
+
+    seeds: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    edges: list[dict[str, Any]]
+    paths: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seeds": self.seeds, "nodes": self.nodes, "edges": self.edges, "paths": self.paths}
+
+
+Serializer = Callable[[Explanation], str]
+_SERIALIZERS: dict[str, Serializer] = {}
+
+
+def register_context_serializer(name: str) -> Callable[[Serializer], Serializer]:
+    """Register ``fn(explanation) -> str`` as a ``context_format`` of graph_rag; a taken name is refused."""
+    def register(fn: Serializer) -> Serializer:
+        if name in _SERIALIZERS:
+            raise ConfigError(f"context serializer {name!r} is already registered")
+        _SERIALIZERS[name] = fn
+        return fn
+    return register
+
+
+def context_formats() -> tuple[str, ...]:
+    return tuple(_SERIALIZERS)
+
+
+@register_context_serializer("text")
+def text_triples(explanation: Explanation) -> str:
+    """One relation a line: ``Source (TYPE) -[PREDICATE]-> Target (TYPE) [chunk <id>]``."""
+    names = {n["entity_id"]: n for n in explanation.nodes}
+    lines = [f"{TITLE}: relations linking the query's entities to the passages (typed first; [chunk] states it)"]
+    for edge in explanation.edges:
+        s, t = names[edge["source"]], names[edge["target"]]
+        lines.append(f"{s['name']} ({s['type']}) -[{edge['type']}]-> {t['name']} ({t['type']}) "
+                     f"[chunk {edge['chunk_id']}]")
+    return "\n".join(lines)
+
+
+@register_context_serializer("json")
+def json_document(explanation: Explanation) -> str:
+    """The explanation as one JSON object (seeds, nodes without their chunk lists, edges, paths)."""
+    nodes = [{k: v for k, v in n.items() if k != "chunks"} for n in explanation.nodes]
+    return json.dumps({"title": TITLE, **explanation.as_dict(), "nodes": nodes}, ensure_ascii=False)
+
+
+def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequence[int], returned: Sequence[str],
+            max_edges: int) -> Explanation | None:
+    """The relations on the most probable walk paths from the entities ``sources`` to the chunks ``returned``
+    (readable chunk ids, best first), then other walked relations stated in returned chunks between entities
+    of those paths; typed before co-occurrence, at most ``max_edges``. None when no relation qualifies."""
+    n_chunks, n_entities = graph.n_chunks, graph.n_entities
+    weight = walk.relation_weight if walk.relation_weight is not None else np.ones(len(graph.relation_types))
+    walked = np.flatnonzero(weight > 0)
+    alive = walk.visible_entities & (mass[n_chunks:] > 0)
+    sources = [int(s) for s in dict.fromkeys(sources) if alive[s]]
+    if max_edges <= 0 or not sources or not len(walked):
+        return None
+    between: dict[tuple[int, int], list[int]] = {}
+    for r in walked:
+        a, b = (int(x) for x in graph.relation_pairs[r])
+        between.setdefault((min(a, b), max(a, b)), []).append(int(r))
+    step = walk.transposed.T.tocsr()  # P: row u, the probability of stepping to each node
+    cost = _path_costs(step[n_chunks:, n_chunks:], between, alive, n_entities)
+    dist, predecessors, _ = dijkstra(cost, directed=True, indices=sources, min_only=True, return_predecessors=True)
+    returned_nodes = [(c, node) for c in returned[:PATH_CHUNKS]
+                      if (node := graph.chunk_node(c)) is not None and walk.visible_chunks[node]]
+    returned_set = {node for _, node in returned_nodes}
+    chosen: dict[int, dict[str, Any]] = {}
+    paths: list[dict[str, Any]] = []
+    on_path: set[int] = set(sources)
+    for rank, (chunk_id, node) in enumerate(returned_nodes):
+        best, best_cost = -1, np.inf
+        for e in graph.entities_of(node):
+            into = step[n_chunks + e, node]
+            if alive[e] and into > 0 and dist[e] - np.log(into) < best_cost:
+                best, best_cost = int(e), dist[e] - np.log(into)
+        if best < 0:
+            continue
+        chain = _chain(predecessors, best)
+        on_path.update(chain)
+        paths.append({"chunk_id": chunk_id, "entities": [graph.entity_ids[e] for e in chain],
+                      "probability": float(np.exp(-best_cost))})
+        for u, v in zip(chain, chain[1:], strict=False):
+            for r in _strongest(graph, between[(min(u, v), max(u, v))]):
+                chosen.setdefault(r, {"path": rank, "from": u})
+    # then relations stated in a returned chunk between entities already on a path
+    for (a, b), relations in between.items():
+        if a in on_path and b in on_path:
+            for r in relations:
+                if r not in chosen and _cite(graph, walk, mass, r, returned_set, prefer=None) in returned_set:
+                    chosen[r] = {"path": None, "from": a}
+    if not chosen:
+        return None
+    order = sorted(chosen, key=lambda r: (graph.relation_types[r] == COOCCURS, chosen[r]["path"] is None,
+                                          chosen[r]["path"] or 0, -weight[r]))[:max_edges]
+    edges = []
+    for r in order:
+        a, b = (int(x) for x in graph.relation_pairs[r])
+        prefer = returned_nodes[chosen[r]["path"]][1] if chosen[r]["path"] is not None else None
+        cited = _cite(graph, walk, mass, r, returned_set, prefer)
+        kind = graph.relation_types[r]
+        edges.append({"source": graph.entity_ids[a], "target": graph.entity_ids[b], "type": kind,
+                      "family": "co_occurs" if kind == COOCCURS else "svo", "chunk_id": graph.chunk_ids[cited],
+                      "on_path": chosen[r]["path"] is not None})
+    used = dict.fromkeys([*sources, *(int(x) for r in order for x in graph.relation_pairs[r])])
+    seed_ids = {graph.entity_ids[s] for s in sources}
+    nodes = [_node(graph, walk, mass, e, graph.entity_ids[e] in seed_ids) for e in used]
+    seeds = [{"entity_id": graph.entity_ids[s], "name": graph.entity_names[s], "type": graph.entity_types[s]}
+             for s in sources]
+    return Explanation(seeds, nodes, edges, paths)
+
+
+def _path_costs(step: sp.csr_matrix, between: dict[tuple[int, int], list[int]], alive: np.ndarray,
+                n: int) -> sp.csr_matrix:
+    """``-log p`` of each entity-to-entity step over a walked relation between entities holding mass."""
+    pairs = np.array([p for p in between if alive[p[0]] and alive[p[1]]], dtype=np.int64).reshape(-1, 2)
+    if not len(pairs):
+        return sp.csr_matrix((n, n))
+    rows = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    cols = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    probability = np.asarray(step[rows, cols]).ravel()
+    keep = probability > 0
+    # a tiny floor: csgraph reads a stored zero as "no edge", and p = 1 would cost exactly zero
+    costs = -np.log(probability[keep]) + 1e-12
+    return sp.csr_matrix((costs, (rows[keep], cols[keep])), shape=(n, n))
+
+
+def _chain(predecessors: np.ndarray, end: int) -> list[int]:
+    chain = [end]
+    while predecessors[chain[-1]] >= 0:
+        chain.append(int(predecessors[chain[-1]]))
+    return chain[::-1]
+
+
+def _strongest(graph: RetrievalGraph, relations: list[int]) -> list[int]:
+    """The typed relations between two entities, or their co-occurrence when none is typed."""
+    typed = [r for r in relations if graph.relation_types[r] != COOCCURS]
+    return typed or relations
+
+
+def _cite(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, relation: int, returned: set[int],
+          prefer: int | None) -> int:
+    """The readable chunk that states ``relation``: ``prefer`` if it does, else a returned one, else the one
+    with the most mass."""
+    evidence = graph.relation_evidence
+    chunks = evidence.indices[evidence.indptr[relation]:evidence.indptr[relation + 1]]
+    chunks = [int(c) for c in chunks if walk.visible_chunks[c]]
+    return min(chunks, key=lambda c: (c != prefer, c not in returned, -mass[c], c))
+
+
+def _node(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, entity: int, seed: bool) -> dict[str, Any]:
+    mentions = graph.mentions_t
+    chunks = [int(c) for c in mentions.indices[mentions.indptr[entity]:mentions.indptr[entity + 1]]
+              if walk.visible_chunks[c]]
+    chunks.sort(key=lambda c: (-mass[c], graph.chunk_ids[c]))
+    return {"entity_id": graph.entity_ids[entity], "name": graph.entity_names[entity],
+            "type": graph.entity_types[entity], "seed": seed, "mass": float(mass[graph.n_chunks + entity]),
+            "chunks": [graph.chunk_ids[c] for c in chunks[:NODE_CHUNKS]], "chunk_count": len(chunks)}
+
+
+def context_item(explanation: Explanation, context_format: str) -> RetrievedItem:
+    """The explanation as graph_rag's rank-0 context item; the structure travels in ``metadata["graph"]``."""
+    serializer = _SERIALIZERS.get(context_format)
+    if serializer is None:
+        raise ConfigError(f"unknown context format {context_format!r}; registered: {', '.join(_SERIALIZERS)}")
+    text = serializer(explanation)
+    chunk_id = "graph:" + sha256_hex(text)[:16]
+    typed = sum(e["family"] == "svo" for e in explanation.edges)
+    return RetrievedItem(
+        chunk_id=chunk_id, document_id=chunk_id, text=text, score=0.0, rank=0, heading_path=[TITLE],
+        lane_scores={}, metadata={
+            "source": GRAPH_SOURCE, "title": TITLE, "format": context_format, "edges": len(explanation.edges),
+            "typed_edges": typed, "entities": sorted(n["name"] for n in explanation.nodes),
+            "seeds": [s["name"] for s in explanation.seeds], "graph": explanation.as_dict()})
