@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
@@ -285,25 +285,33 @@ class EntityExtractor:
             if first is None:
                 continue
             subjects = [first, *(e for c in token.conjuncts if (e := entity(c)) is not None)]
-            lemma = verb.lemma_ or self._verb_lemma(verb.text)
-            for child in verb.children:
-                if child.dep_ == "dobj":
-                    found = [(lemma, _with_conjuncts(child), False)]
-                elif child.dep_ == "agent":  # "X was founded by Y": Y founded X
-                    found = [(lemma, [g for p in child.children if p.dep_ == "pobj" for g in _with_conjuncts(p)],
-                              token.dep_ == "nsubjpass")]
-                elif child.dep_ == "prep":
-                    found = [(f"{lemma}_{child.text}", [g for p in child.children if p.dep_ == "pobj"
-                                                        for g in _with_conjuncts(p)], False)]
-                elif child.dep_ == "attr":  # "X is the founder of Y"
-                    noun = child.lemma_ or child.lower_
-                    found = [(f"{noun}_{prep}", _with_conjuncts(obj), False) for prep, obj in prep_objects(child)]
-                else:
-                    continue
-                for rel, objects, reverse in found:
-                    for s in subjects:
-                        add(s, rel, objects, reverse)
+            # "X was developed by Y and is now owned by Z": the second verb shares the subject
+            shared = [c for c in verb.conjuncts if not any(d.dep_ in _SUBJECT_DEPS for d in c.children)]
+            for v in (verb, *shared):
+                self._verb_triples(v, subjects, token.dep_ == "nsubjpass" or v is not verb, add, prep_objects)
         return triples
+
+    def _verb_triples(self, verb: Token, subjects: list[int], passive: bool,
+                      add: Callable[..., None], prep_objects: Callable[[Token], Iterator[tuple[str, Token]]]) -> None:
+        """The triples of one verb whose subject entities are ``subjects``."""
+        lemma = verb.lemma_ or self._verb_lemma(verb.text)
+        for child in verb.children:
+            if child.dep_ == "dobj":
+                found = [(lemma, _with_conjuncts(child), False)]
+            elif child.dep_ == "agent":  # "X was founded by Y": Y founded X
+                found = [(lemma, [g for p in child.children if p.dep_ == "pobj" for g in _with_conjuncts(p)],
+                          passive)]
+            elif child.dep_ == "prep":
+                found = [(f"{lemma}_{child.text}", [g for p in child.children if p.dep_ == "pobj"
+                                                    for g in _with_conjuncts(p)], False)]
+            elif child.dep_ == "attr":  # "X is the founder of Y"
+                noun = child.lemma_ or child.lower_
+                found = [(f"{noun}_{prep}", _with_conjuncts(obj), False) for prep, obj in prep_objects(child)]
+            else:
+                continue
+            for rel, objects, reverse in found:
+                for s in subjects:
+                    add(s, rel, objects, reverse)
 
     def _link(self, parses: list[_ChunkParse], resolution: Resolution) -> tuple[list[Mention], list[Relation]]:
         mentions: list[Mention] = []

@@ -26,6 +26,7 @@ from ragloom.types import RetrievedItem, sha256_hex
 
 TITLE = "Knowledge graph"
 PATH_CHUNKS = 10  # returned chunks a path is looked for, best first
+PATH_TARGETS = 20  # entities of the returned chunks a path is drawn to, those with the most mass
 NODE_CHUNKS = 20  # chunk ids listed per entity (the count says how many there are)
 
 
@@ -82,9 +83,12 @@ def json_document(explanation: Explanation) -> str:
 
 def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequence[int], returned: Sequence[str],
             max_edges: int) -> Explanation | None:
-    """The relations on the most probable walk paths from the entities ``sources`` to the chunks ``returned``
-    (readable chunk ids, best first), then other walked relations stated in returned chunks between entities
-    of those paths; typed before co-occurrence, at most ``max_edges``. None when no relation qualifies."""
+    """The relations on the most probable walk paths from the entities ``sources`` to the entities of the chunks
+    ``returned`` (readable chunk ids, best first): per entity, its most probable path over typed relations
+    alone, else over every walked relation, for the ``PATH_TARGETS`` entities with the most mass (heaviest first,
+    until ``max_edges`` relations); then
+    other walked relations stated in returned chunks between entities of those paths. Written typed before
+    co-occurrence. None when no relation qualifies."""
     n_chunks, n_entities = graph.n_chunks, graph.n_entities
     weight = walk.relation_weight if walk.relation_weight is not None else np.ones(len(graph.relation_types))
     walked = np.flatnonzero(weight > 0)
@@ -96,50 +100,61 @@ def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequen
     for r in walked:
         a, b = (int(x) for x in graph.relation_pairs[r])
         between.setdefault((min(a, b), max(a, b)), []).append(int(r))
+    typed_between = {pair: typed for pair, rs in between.items()
+                     if (typed := [r for r in rs if graph.relation_types[r] != COOCCURS])}
     step = walk.transposed.T.tocsr()  # P: row u, the probability of stepping to each node
-    cost = _path_costs(step[n_chunks:, n_chunks:], between, alive, n_entities)
-    dist, predecessors, _ = dijkstra(cost, directed=True, indices=sources, min_only=True, return_predecessors=True)
     returned_nodes = [(c, node) for c in returned[:PATH_CHUNKS]
                       if (node := graph.chunk_node(c)) is not None and walk.visible_chunks[node]]
     returned_set = {node for _, node in returned_nodes}
-    chosen: dict[int, dict[str, Any]] = {}
+    targets: dict[int, int] = {}  # entity -> the best returned chunk naming it
+    for _, node in returned_nodes:
+        for e in graph.entities_of(node):
+            if alive[e] and int(e) not in sources:
+                targets.setdefault(int(e), node)
+    # the entities the walk weighs most: a chunk names many, and a path to each would bury the answer
+    targets = {e: targets[e] for e in sorted(targets, key=lambda e: (-mass[n_chunks + e], e))[:PATH_TARGETS]}
+    # per target, its most probable path over typed relations, else over every walked relation
+    best: dict[int, tuple[float, list[int], dict[tuple[int, int], list[int]]]] = {}
+    for pairs in (typed_between, between):
+        cost = _path_costs(step[n_chunks:, n_chunks:], pairs, alive, n_entities)
+        dist, predecessors, _ = dijkstra(cost, directed=True, indices=sources, min_only=True,
+                                         return_predecessors=True)
+        for target in targets:
+            if np.isfinite(dist[target]) and target not in sources and target not in best:
+                best[target] = (float(np.exp(-dist[target])), _chain(predecessors, target), pairs)
+    chosen: dict[int, int] = {}  # relation -> the returned chunk whose entity its path reaches
     paths: list[dict[str, Any]] = []
     on_path: set[int] = set(sources)
-    for rank, (chunk_id, node) in enumerate(returned_nodes):
-        best, best_cost = -1, np.inf
-        for e in graph.entities_of(node):
-            into = step[n_chunks + e, node]
-            if alive[e] and into > 0 and dist[e] - np.log(into) < best_cost:
-                best, best_cost = int(e), dist[e] - np.log(into)
-        if best < 0:
-            continue
-        chain = _chain(predecessors, best)
+    for target in sorted(best, key=lambda t: (-mass[n_chunks + t], t)):
+        probability, chain, pairs = best[target]
+        if len(chosen) >= max_edges:
+            break
         on_path.update(chain)
-        paths.append({"chunk_id": chunk_id, "entities": [graph.entity_ids[e] for e in chain],
-                      "probability": float(np.exp(-best_cost))})
+        paths.append({"chunk_id": graph.chunk_ids[targets[target]], "entities": [graph.entity_ids[e] for e in chain],
+                      "probability": probability})
         for u, v in zip(chain, chain[1:], strict=False):
-            for r in _strongest(graph, between[(min(u, v), max(u, v))]):
-                chosen.setdefault(r, {"path": rank, "from": u})
-    # then relations stated in a returned chunk between entities already on a path
+            for r in _strongest(graph, pairs[(min(u, v), max(u, v))]):
+                chosen.setdefault(r, targets[target])
+    beside: dict[int, int] = {}  # relations stated in a returned chunk between entities already on a path
     for (a, b), relations in between.items():
         if a in on_path and b in on_path:
             for r in relations:
-                if r not in chosen and _cite(graph, walk, mass, r, returned_set, prefer=None) in returned_set:
-                    chosen[r] = {"path": None, "from": a}
-    if not chosen:
+                if r not in chosen and graph.relation_types[r] != COOCCURS and (cited := _cite(graph, walk, mass, r, returned_set, None)) in returned_set:
+                    beside[r] = cited
+    if not chosen and not beside:
         return None
-    order = sorted(chosen, key=lambda r: (graph.relation_types[r] == COOCCURS, chosen[r]["path"] is None,
-                                          chosen[r]["path"] or 0, -weight[r]))[:max_edges]
+    ranked = [*chosen, *sorted(beside, key=lambda r: (graph.relation_types[r] == COOCCURS, -weight[r], r))]
+    ranked = sorted(ranked[:max_edges], key=lambda r: graph.relation_types[r] == COOCCURS)  # typed first, stable
+    found = {**beside, **chosen}
     edges = []
-    for r in order:
+    for r in ranked:
         a, b = (int(x) for x in graph.relation_pairs[r])
-        prefer = returned_nodes[chosen[r]["path"]][1] if chosen[r]["path"] is not None else None
-        cited = _cite(graph, walk, mass, r, returned_set, prefer)
         kind = graph.relation_types[r]
         edges.append({"source": graph.entity_ids[a], "target": graph.entity_ids[b], "type": kind,
-                      "family": "co_occurs" if kind == COOCCURS else "svo", "chunk_id": graph.chunk_ids[cited],
-                      "on_path": chosen[r]["path"] is not None})
-    used = dict.fromkeys([*sources, *(int(x) for r in order for x in graph.relation_pairs[r])])
+                      "family": "co_occurs" if kind == COOCCURS else "svo",
+                      "chunk_id": graph.chunk_ids[_cite(graph, walk, mass, r, returned_set, found[r])],
+                      "on_path": r in chosen})
+    used = dict.fromkeys([*sources, *(int(x) for r in ranked for x in graph.relation_pairs[r])])
     seed_ids = {graph.entity_ids[s] for s in sources}
     nodes = [_node(graph, walk, mass, e, graph.entity_ids[e] in seed_ids) for e in used]
     seeds = [{"entity_id": graph.entity_ids[s], "name": graph.entity_names[s], "type": graph.entity_types[s]}

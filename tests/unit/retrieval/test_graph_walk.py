@@ -153,16 +153,17 @@ def test_explanation_follows_the_typed_path_from_the_query_entity_to_the_returne
     path = explanation.paths[0]
     assert path["chunk_id"] == "t3" and path["entities"] == ["rafael", "ds", "hs"]
     on_path = [(e["source"], e["type"], e["target"], e["chunk_id"]) for e in explanation.edges if e["on_path"]]
-    assert on_path == [("rafael", "LEAD", "ds", "t1"), ("ds", "BUILD", "hs", "t2")]  # typed, each with its chunk
+    # typed first, each with its chunk; then the co-occurrence that reaches Ana, t3's other entity
+    assert on_path == [("rafael", "LEAD", "ds", "t1"), ("ds", "BUILD", "hs", "t2"), ("ana", "CO_OCCURS", "hs", "t3")]
     families = [e["family"] for e in explanation.edges]
     assert families == sorted(families, key=lambda f: f == "co_occurs")  # typed before co-occurrence
     assert {n["entity_id"] for n in explanation.nodes} >= {"rafael", "ds", "hs"}
     hs = next(n for n in explanation.nodes if n["entity_id"] == "hs")
     assert sorted(hs["chunks"]) == ["t2", "t3"] and hs["chunk_count"] == 2
-    # the path's probability is the walk's: Rafael -> DS -> HS -> t3, each step a transition probability
+    # the path's probability is the walk's: Rafael -> DS -> HS, each step a transition probability
     step = walk.transposed.T.tocsr()
     n = graph.n_chunks
-    expected = step[n + 0, n + 1] * step[n + 1, n + 2] * step[n + 2, graph.chunk_node("t3")]
+    expected = step[n + 0, n + 1] * step[n + 1, n + 2]
     assert path["probability"] == pytest.approx(expected, rel=1e-6)
 
 
