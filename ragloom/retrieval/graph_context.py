@@ -135,11 +135,13 @@ def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequen
         for u, v in zip(chain, chain[1:], strict=False):
             for r in _strongest(graph, pairs[(min(u, v), max(u, v))]):
                 chosen.setdefault(r, targets[target])
-    beside: dict[int, int] = {}  # relations stated in a returned chunk between entities already on a path
+    beside: dict[int, int] = {}  # typed relations stated in a returned chunk between entities on a path
     for (a, b), relations in between.items():
         if a in on_path and b in on_path:
             for r in relations:
-                if r not in chosen and graph.relation_types[r] != COOCCURS and (cited := _cite(graph, walk, mass, r, returned_set, None)) in returned_set:
+                if r in chosen or graph.relation_types[r] == COOCCURS:
+                    continue
+                if (cited := _cite(graph, walk, mass, r, returned_set, None)) in returned_set:
                     beside[r] = cited
     if not chosen and not beside:
         return None
