@@ -82,7 +82,8 @@ class GraphRagRetriever(Retriever):
         "relations": Option((), of=str, max_items=100,
                             help="edges walked: families svo, co_occurs, synonym and single SVO predicates (e.g. "
                                  "LEAD, BUILD, OWN); empty = every edge"),
-        "graph_context": Option(True, help="prepend the subgraph around the query as a context item (rank 0)"),
+        "graph_context": Option(True, help="prepend a context item (rank 0): the relations linking the query's "
+                                           "entities to the returned chunks"),
         "context_edges": Option(30, min=0, max=1000, help="edges written into the context item at most"),
         "context_format": Option("text", choices=graph_context.context_formats,
                                  help="how the context item is written: text triples, json, or a serializer "

@@ -191,15 +191,17 @@ def test_context_formats_text_json_and_a_registered_serializer():
     assert as_json["edges"][0]["type"] == "LEAD" and "chunks" not in as_json["nodes"][0]
 
     name = "test_arrows"
-    if name not in graph_context.context_formats():
-        graph_context.register_context_serializer(name)(
-            lambda ex: "\n".join(f"{e['source']}->{e['target']}" for e in ex.edges))
-    assert graph_context.context_item(explanation, name).text.splitlines()[0] == "rafael->ds"
-    with pytest.raises(ConfigError, match="already registered"):
-        graph_context.register_context_serializer(name)(lambda ex: "")
-    # the one parser knows the registered name at once, and refuses an unknown one
-    assert parse_query(text="q", strategy="graph_rag", options={"context_format": name}).options[
-        "context_format"] == name
+    graph_context.register_context_serializer(name)(
+        lambda ex: "\n".join(f"{e['source']}->{e['target']}" for e in ex.edges))
+    try:
+        assert graph_context.context_item(explanation, name).text.splitlines()[0] == "rafael->ds"
+        with pytest.raises(ConfigError, match="already registered"):
+            graph_context.register_context_serializer(name)(lambda ex: "")
+        # the one parser knows the registered name at once, and refuses an unknown one
+        assert parse_query(text="q", strategy="graph_rag", options={"context_format": name}).options[
+            "context_format"] == name
+    finally:
+        graph_context._SERIALIZERS.pop(name)  # the generated reference lists the built-in formats only
     with pytest.raises(QueryError, match="context_format takes text \\| json"):
         parse_query(text="q", strategy="graph_rag", options={"context_format": "yaml"})
 
