@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragloom.errors import ConfigError, QueryError
 from ragloom.query import parse_query
@@ -215,3 +217,48 @@ def test_traversal_options_are_checked_by_the_parser():
         parse_query(text="q", strategy="graph_rag", options={"max_hops": 0})
     with pytest.raises(QueryError, match="relations"):
         parse_query(text="q", strategy="graph_rag", options={"relations": ["x"] * 101})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(3, 12).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.floats(0.1, 5.0)),
+                         min_size=1, max_size=3 * n),
+    st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n), st.integers(0, 4))))
+def test_bounded_walk_stays_inside_the_neighbourhood_and_keeps_all_its_mass(case):
+    n, edges, reset, hops = case
+    edges = [(a, b, w) for a, b, w in edges if a != b]
+    reset[0] = max(reset[0], 0.5)  # at least one seed
+    adjacency = undirected(n, edges)
+    transposed, dangling = ppr.transition(adjacency)
+    p = ppr.bounded_pagerank(transposed, dangling, np.array(reset), max_hops=hops, max_iter=500, tol=1e-13)
+    inside = ppr.neighbourhood(transposed, np.array(reset), hops)
+    assert np.all(p[~inside] == 0) and p.sum() == pytest.approx(1.0)
+    # every node inside has a path of at most `hops` edges from a seed (breadth-first, by hand)
+    near = {i for i, r in enumerate(reset) if r > 0}
+    frontier = set(near)
+    for _ in range(hops):
+        frontier = {b for a, b, _ in edges if a in frontier} | {a for a, b, _ in edges if b in frontier}
+        near |= frontier
+    assert set(np.flatnonzero(inside)) == near
+
+
+def test_explanation_in_one_scope_names_nothing_of_another():
+    rows = {
+        "chunks": [{"chunk_id": "a1", "scope_path": "acme", "entity_ids": ["bergen", "falcon"], "counts": [1, 1]},
+                   {"chunk_id": "g1", "scope_path": "globex", "entity_ids": ["bergen", "zephyr"], "counts": [1, 1]}],
+        "entities": [{"entity_id": e, "name": e.title(), "type": "ORG", "norm": e} for e in ("bergen", "falcon",
+                                                                                           "zephyr")],
+        "relations": [{"source": "falcon", "target": "bergen", "type": "HOST", "chunk_ids": ["a1"],
+                       "chunk_weights": [1]},
+                      {"source": "zephyr", "target": "bergen", "type": "HOST", "chunk_ids": ["g1"],
+                       "chunk_weights": [1]}]}
+    graph = build_graph(rows)
+    walk = graph.walk_matrix(["acme"])
+    reset = np.zeros(graph.n_chunks + graph.n_entities)
+    reset[graph.n_chunks + graph.entity_ids.index("falcon")] = 1.0
+    mass = ppr.personalized_pagerank(walk.transposed, walk.dangling, reset)
+    explanation = graph_context.explain(graph, walk, mass, [graph.entity_ids.index("falcon")], ["a1", "g1"], 10)
+    text = json.dumps(explanation.as_dict())
+    assert "zephyr" not in text.lower() and "g1" not in text
+    assert [(e["source"], e["type"], e["target"], e["chunk_id"]) for e in explanation.edges] == [
+        ("falcon", "HOST", "bergen", "a1")]
