@@ -86,9 +86,8 @@ def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequen
     """The relations on the most probable walk paths from the entities ``sources`` to the entities of the chunks
     ``returned`` (readable chunk ids, best first): per entity, its most probable path over typed relations
     alone, else over every walked relation, for the ``PATH_TARGETS`` entities with the most mass (heaviest first,
-    until ``max_edges`` relations); then
-    other walked relations stated in returned chunks between entities of those paths. Written typed before
-    co-occurrence. None when no relation qualifies."""
+    until ``max_edges`` relations); then typed relations stated in a returned chunk between entities of those
+    paths. Written typed before co-occurrence. None when no relation qualifies."""
     n_chunks, n_entities = graph.n_chunks, graph.n_entities
     weight = walk.relation_weight if walk.relation_weight is not None else np.ones(len(graph.relation_types))
     walked = np.flatnonzero(weight > 0)
@@ -102,7 +101,7 @@ def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequen
         between.setdefault((min(a, b), max(a, b)), []).append(int(r))
     typed_between = {pair: typed for pair, rs in between.items()
                      if (typed := [r for r in rs if graph.relation_types[r] != COOCCURS])}
-    step = walk.transposed.T.tocsr()  # P: row u, the probability of stepping to each node
+    step = walk.transposed[n_chunks:, n_chunks:].T.tocsr()  # P between entities: row u, where u steps
     returned_nodes = [(c, node) for c in returned[:PATH_CHUNKS]
                       if (node := graph.chunk_node(c)) is not None and walk.visible_chunks[node]]
     returned_set = {node for _, node in returned_nodes}
@@ -116,7 +115,7 @@ def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequen
     # per target, its most probable path over typed relations, else over every walked relation
     best: dict[int, tuple[float, list[int], dict[tuple[int, int], list[int]]]] = {}
     for pairs in (typed_between, between):
-        cost = _path_costs(step[n_chunks:, n_chunks:], pairs, alive, n_entities)
+        cost = _path_costs(step, pairs, alive, n_entities)
         dist, predecessors, _ = dijkstra(cost, directed=True, indices=sources, min_only=True,
                                          return_predecessors=True)
         for target in targets:
@@ -145,7 +144,7 @@ def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequen
                     beside[r] = cited
     if not chosen and not beside:
         return None
-    ranked = [*chosen, *sorted(beside, key=lambda r: (graph.relation_types[r] == COOCCURS, -weight[r], r))]
+    ranked = [*chosen, *sorted(beside, key=lambda r: (-weight[r], r))]
     ranked = sorted(ranked[:max_edges], key=lambda r: graph.relation_types[r] == COOCCURS)  # typed first, stable
     found = {**beside, **chosen}
     edges = []
