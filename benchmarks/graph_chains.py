@@ -5,7 +5,8 @@
     python benchmarks/graph_chains.py --options '{"relations": ["svo"]}'
 
 Prints a Markdown table: per question, whether every hop of its chain is an edge of the context item, how
-many hops are typed (SVO) edges, and the item's edge counts; and the graph's relation counts.
+many hops are typed (SVO) edges, and the item's edge counts; the median time of the walk, of the context item
+and of the whole query; and the graph's relation counts.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -55,11 +57,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ingested {len(chunks)} chunks in {time.perf_counter() - started:.1f}s", file=sys.stderr)
         rag = Ragloom(settings, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp)
         options = {"abstain": False, **json.loads(args.options)}
-        judgements = []
+        judgements, stages = [], {"ppr": [], "graph_context": [], "total": []}
         for question in load_chains():
             result = rag.query(question.question, strategy="graph_rag", k=args.k, **options)
             judgements.append(judge(question, context_graph(result)))
+            for name, values in stages.items():
+                values.append(result.metadata["timings_ms"].get(name, 0.0))
         print(table(judgements))
+        print("\nmedian ms per query: " + ", ".join(f"{name} {statistics.median(v):.2f}" for name, v in stages.items()))
         stats = graph.stats()
         print(f"\ngraph: {json.dumps({k: v for k, v in stats.items() if not isinstance(v, list)})}")
     finally:

@@ -88,74 +88,68 @@ def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequen
     alone, else over every walked relation, for the ``PATH_TARGETS`` entities with the most mass (heaviest first,
     until ``max_edges`` relations); then typed relations stated in a returned chunk between entities of those
     paths. Written typed before co-occurrence. None when no relation qualifies."""
-    n_chunks, n_entities = graph.n_chunks, graph.n_entities
-    weight = walk.relation_weight if walk.relation_weight is not None else np.ones(len(graph.relation_types))
-    walked = np.flatnonzero(weight > 0)
+    n_chunks = graph.n_chunks
+    costs = _costs(graph, walk)
     alive = walk.visible_entities & (mass[n_chunks:] > 0)
     sources = [int(s) for s in dict.fromkeys(sources) if alive[s]]
-    if max_edges <= 0 or not sources or not len(walked):
+    if max_edges <= 0 or not sources or costs is None:
         return None
-    between: dict[tuple[int, int], list[int]] = {}
-    for r in walked:
-        a, b = (int(x) for x in graph.relation_pairs[r])
-        between.setdefault((min(a, b), max(a, b)), []).append(int(r))
-    typed_between = {pair: typed for pair, rs in between.items()
-                     if (typed := [r for r in rs if graph.relation_types[r] != COOCCURS])}
-    step = walk.transposed[n_chunks:, n_chunks:].T.tocsr()  # P between entities: row u, where u steps
-    returned_nodes = [(c, node) for c in returned[:PATH_CHUNKS]
+    returned_nodes = [node for c in returned[:PATH_CHUNKS]
                       if (node := graph.chunk_node(c)) is not None and walk.visible_chunks[node]]
-    returned_set = {node for _, node in returned_nodes}
+    returned_set = set(returned_nodes)
     targets: dict[int, int] = {}  # entity -> the best returned chunk naming it
-    for _, node in returned_nodes:
+    for node in returned_nodes:
         for e in graph.entities_of(node):
             if alive[e] and int(e) not in sources:
                 targets.setdefault(int(e), node)
     # the entities the walk weighs most: a chunk names many, and a path to each would bury the answer
     targets = {e: targets[e] for e in sorted(targets, key=lambda e: (-mass[n_chunks + e], e))[:PATH_TARGETS]}
+    keep = sp.diags(alive.astype(np.float64))
     # per target, its most probable path over typed relations, else over every walked relation
-    best: dict[int, tuple[float, list[int], dict[tuple[int, int], list[int]]]] = {}
-    for pairs in (typed_between, between):
-        cost = _path_costs(step, pairs, alive, n_entities)
-        dist, predecessors, _ = dijkstra(cost, directed=True, indices=sources, min_only=True,
-                                         return_predecessors=True)
+    best: dict[int, tuple[float, list[int], bool]] = {}
+    for typed_only, cost in ((True, costs["typed"]), (False, costs["all"])):
+        if not targets or cost.nnz == 0:
+            continue
+        dist, predecessors, _ = dijkstra((keep @ cost @ keep).tocsr(), directed=True, indices=sources,
+                                         min_only=True, return_predecessors=True)
         for target in targets:
-            if np.isfinite(dist[target]) and target not in sources and target not in best:
-                best[target] = (float(np.exp(-dist[target])), _chain(predecessors, target), pairs)
+            if np.isfinite(dist[target]) and target not in best:
+                best[target] = (float(np.exp(-dist[target])), _chain(predecessors, target), typed_only)
     chosen: dict[int, int] = {}  # relation -> the returned chunk whose entity its path reaches
     paths: list[dict[str, Any]] = []
-    on_path: set[int] = set(sources)
+    on_path = np.zeros(graph.n_entities, dtype=bool)
+    on_path[sources] = True
     for target in sorted(best, key=lambda t: (-mass[n_chunks + t], t)):
-        probability, chain, pairs = best[target]
         if len(chosen) >= max_edges:
             break
-        on_path.update(chain)
+        probability, chain, typed_only = best[target]
+        on_path[chain] = True
         paths.append({"chunk_id": graph.chunk_ids[targets[target]], "entities": [graph.entity_ids[e] for e in chain],
                       "probability": probability})
         for u, v in zip(chain, chain[1:], strict=False):
-            for r in _strongest(graph, pairs[(min(u, v), max(u, v))]):
+            for r in _strongest(graph, costs, u, v, typed_only):
                 chosen.setdefault(r, targets[target])
-    beside: dict[int, int] = {}  # typed relations stated in a returned chunk between entities on a path
-    for (a, b), relations in between.items():
-        if a in on_path and b in on_path:
-            for r in relations:
-                if r in chosen or graph.relation_types[r] == COOCCURS:
-                    continue
-                if (cited := _cite(graph, walk, mass, r, returned_set, None)) in returned_set:
-                    beside[r] = cited
+    # then typed relations stated in a returned chunk between entities on a path
+    pairs = graph.relation_pairs
+    candidates = np.flatnonzero(costs["typed_walked"] & on_path[pairs[:, 0]] & on_path[pairs[:, 1]]) \
+        if len(pairs) else np.zeros(0, dtype=np.int64)
+    beside = {int(r): cited for r in candidates if int(r) not in chosen
+              and (cited := _cite(graph, walk, mass, int(r), returned_set, None)) in returned_set}
     if not chosen and not beside:
         return None
+    weight = costs["weight"]
     ranked = [*chosen, *sorted(beside, key=lambda r: (-weight[r], r))]
     ranked = sorted(ranked[:max_edges], key=lambda r: graph.relation_types[r] == COOCCURS)  # typed first, stable
     found = {**beside, **chosen}
     edges = []
     for r in ranked:
-        a, b = (int(x) for x in graph.relation_pairs[r])
+        a, b = (int(x) for x in pairs[r])
         kind = graph.relation_types[r]
         edges.append({"source": graph.entity_ids[a], "target": graph.entity_ids[b], "type": kind,
                       "family": "co_occurs" if kind == COOCCURS else "svo",
                       "chunk_id": graph.chunk_ids[_cite(graph, walk, mass, r, returned_set, found[r])],
                       "on_path": r in chosen})
-    used = dict.fromkeys([*sources, *(int(x) for r in ranked for x in graph.relation_pairs[r])])
+    used = dict.fromkeys([*sources, *(int(x) for r in ranked for x in pairs[r])])
     seed_ids = {graph.entity_ids[s] for s in sources}
     nodes = [_node(graph, walk, mass, e, graph.entity_ids[e] in seed_ids) for e in used]
     seeds = [{"entity_id": graph.entity_ids[s], "name": graph.entity_names[s], "type": graph.entity_types[s]}
@@ -163,19 +157,29 @@ def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequen
     return Explanation(seeds, nodes, edges, paths)
 
 
-def _path_costs(step: sp.csr_matrix, between: dict[tuple[int, int], list[int]], alive: np.ndarray,
-                n: int) -> sp.csr_matrix:
-    """``-log p`` of each entity-to-entity step over a walked relation between entities holding mass."""
-    pairs = np.array([p for p in between if alive[p[0]] and alive[p[1]]], dtype=np.int64).reshape(-1, 2)
-    if not len(pairs):
-        return sp.csr_matrix((n, n))
-    rows = np.concatenate([pairs[:, 0], pairs[:, 1]])
-    cols = np.concatenate([pairs[:, 1], pairs[:, 0]])
-    probability = np.asarray(step[rows, cols]).ravel()
-    keep = probability > 0
-    # a tiny floor: csgraph reads a stored zero as "no edge", and p = 1 would cost exactly zero
-    costs = -np.log(probability[keep]) + 1e-12
-    return sp.csr_matrix((costs, (rows[keep], cols[keep])), shape=(n, n))
+def _costs(graph: RetrievalGraph, walk: Walk) -> dict[str, Any] | None:
+    """Per walk, built once: ``-log p`` of each entity-to-entity step over a walked relation (``all``) and over a
+    walked typed relation (``typed``), and which relations are walked (None: none is)."""
+    if "explain" in walk.derived:
+        return walk.derived["explain"]
+    n_chunks, n = graph.n_chunks, graph.n_entities
+    weight = walk.relation_weight if walk.relation_weight is not None else np.ones(len(graph.relation_types))
+    walked = weight > 0
+    typed = np.fromiter((t != COOCCURS for t in graph.relation_types), dtype=bool, count=len(graph.relation_types))
+    out: dict[str, Any] | None = None
+    if walked.any():
+        step = walk.transposed[n_chunks:, n_chunks:].T.tocsr()  # P between entities: row u, where u steps
+        out = {"weight": weight, "walked": walked, "typed_walked": walked & typed}
+        for name, mask in (("all", walked), ("typed", walked & typed)):
+            a, b = graph.relation_pairs[mask, 0], graph.relation_pairs[mask, 1]
+            on = sp.csr_matrix((np.ones(2 * len(a)), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(n, n))
+            cost = step.multiply(on > 0).tocsr()
+            cost.eliminate_zeros()
+            # a tiny floor: csgraph reads a stored zero as "no edge", and p = 1 would cost exactly zero
+            cost.data = -np.log(cost.data) + 1e-12
+            out[name] = cost
+    walk.derived["explain"] = out
+    return out
 
 
 def _chain(predecessors: np.ndarray, end: int) -> list[int]:
@@ -185,10 +189,14 @@ def _chain(predecessors: np.ndarray, end: int) -> list[int]:
     return chain[::-1]
 
 
-def _strongest(graph: RetrievalGraph, relations: list[int]) -> list[int]:
-    """The typed relations between two entities, or their co-occurrence when none is typed."""
-    typed = [r for r in relations if graph.relation_types[r] != COOCCURS]
-    return typed or relations
+def _strongest(graph: RetrievalGraph, costs: dict[str, Any], u: int, v: int, typed_only: bool) -> list[int]:
+    """The walked typed relations between two entities, or (``typed_only`` false, none typed) their
+    co-occurrence."""
+    pairs = graph.relation_pairs
+    between = np.flatnonzero(costs["walked"] & (((pairs[:, 0] == u) & (pairs[:, 1] == v))
+                                                | ((pairs[:, 0] == v) & (pairs[:, 1] == u))))
+    typed = [int(r) for r in between if costs["typed_walked"][r]]
+    return typed or ([] if typed_only else [int(r) for r in between])
 
 
 def _cite(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, relation: int, returned: set[int],
@@ -203,9 +211,9 @@ def _cite(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, relation: int, re
 
 def _node(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, entity: int, seed: bool) -> dict[str, Any]:
     mentions = graph.mentions_t
-    chunks = [int(c) for c in mentions.indices[mentions.indptr[entity]:mentions.indptr[entity + 1]]
-              if walk.visible_chunks[c]]
-    chunks.sort(key=lambda c: (-mass[c], graph.chunk_ids[c]))
+    chunks = mentions.indices[mentions.indptr[entity]:mentions.indptr[entity + 1]]
+    chunks = chunks[walk.visible_chunks[chunks]]
+    chunks = [int(c) for c in chunks[np.lexsort((chunks, -mass[chunks]))]]
     return {"entity_id": graph.entity_ids[entity], "name": graph.entity_names[entity],
             "type": graph.entity_types[entity], "seed": seed, "mass": float(mass[graph.n_chunks + entity]),
             "chunks": [graph.chunk_ids[c] for c in chunks[:NODE_CHUNKS]], "chunk_count": len(chunks)}

@@ -87,6 +87,7 @@ class Walk:
     visible_chunks: np.ndarray  # bool per chunk
     visible_entities: np.ndarray  # bool per entity
     relation_weight: np.ndarray | None = None  # per relation, its walked weight (0: not walked)
+    derived: dict[str, Any] = field(default_factory=dict, repr=False)  # per-walk structures readers build once
 
 
 @dataclass
