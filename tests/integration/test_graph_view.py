@@ -210,6 +210,13 @@ def test_service_takes_the_traversal_options(service):
     assert refused.status_code in (400, 422) and "context_format" in refused.text
 
 
+def test_playground_assets_are_the_named_files_only(service):
+    url, _ = service
+    assert httpx.get(f"{url}/playground-assets/cytoscape.min.js").status_code == 200
+    for name in ("keys.json", "..%2F..%2Fkeys.json", "swagger-ui-bundle.js"):
+        assert httpx.get(f"{url}/playground-assets/{name}").status_code == 404, name
+
+
 def test_playground_graph_view_in_headless_chromium(service, corpus):
     from playwright.sync_api import sync_playwright
 

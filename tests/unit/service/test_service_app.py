@@ -268,3 +268,21 @@ def test_json_in_the_page_cannot_close_its_script_element():
     assert out.count("</script>") == 1 and "<script>alert" not in out
     assert json.loads(out[out.index(">") + 1: out.rindex("</script>")]) == {
         "name": "</script><script>alert(1)</script> & more"}
+
+
+def test_graph_view_files_are_ready_only_when_every_bundle_is_whole(tmp_path):
+    import dataclasses
+
+    from ragloom.service import docs
+    from ragloom.settings import Settings
+
+    settings = dataclasses.replace(Settings.from_env(), cache_dir=tmp_path)
+    assert not docs.graph_view_ready(settings)
+    for bundle in docs.GRAPH_VIEW:
+        folder = docs.assets_dir(settings, bundle)
+        folder.mkdir(parents=True)
+        for name in bundle.names:
+            (folder / name).write_text("/* js */")
+    assert docs.graph_view_ready(settings) and not docs.have_assets(settings)  # Swagger UI is a bundle of its own
+    (docs.assets_dir(settings, docs.GRAPH_VIEW[0]) / docs.GRAPH_VIEW[0].names[0]).unlink()
+    assert not docs.graph_view_ready(settings)
