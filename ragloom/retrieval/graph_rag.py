@@ -16,7 +16,7 @@ from ragloom.errors import RagloomError, RetrievalError, StoreError
 from ragloom.options import Option
 from ragloom.retrieval import fusion, graph_context, lanes, ppr
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
-from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk
+from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk, relation_filter
 from ragloom.stores.base import GraphStore
 from ragloom.types import RetrievedItem
 
@@ -80,8 +80,9 @@ class GraphRagRetriever(Retriever):
                            help="no mass leaves the nodes this many edges from a seed (an entity or a passage "
                                 "seed; entity to chunk is one edge, entity to entity one); null = no bound"),
         "relations": Option((), of=str, max_items=100,
-                            help="edges walked: families svo, co_occurs, synonym and single SVO predicates (e.g. "
-                                 "LEAD, BUILD, OWN); empty = every edge"),
+                            help="edges walked: families svo, co_occurs, synonym and single SVO predicates as the "
+                                 "extractor spells them (verb lemma: LEAD, BUILD, OWN, FOUNDER_OF); empty = every "
+                                 "edge; metadata graph.unknown_relations names predicates the graph lacks"),
         "graph_context": Option(True, help="prepend a context item (rank 0): the relations linking the query's "
                                            "entities to the returned chunks"),
         "context_edges": Option(30, min=0, max=1000, help="edges written into the context item at most"),
@@ -155,6 +156,11 @@ class GraphRagRetriever(Retriever):
             "seeds": [graph.entity_names[e] for e in entities], "named_in_query": len(named),
             "passage_seeds": len(scored), "chunks": graph.n_chunks, "entities": graph.n_entities,
             "graph_version": str(graph.version)}
+        if options["relations"]:  # a predicate the graph never states filters everything out of that kind: say so
+            _, predicates = relation_filter(options["relations"])
+            missing = sorted(predicates - set(graph.relation_types))
+            if missing:
+                request.info["graph"]["unknown_relations"] = missing
         if options["graph_context"]:
             with request.stage("graph_context"):
                 explanation = graph_context.explain(graph, walk, mass, named or list(entities),

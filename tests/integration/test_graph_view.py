@@ -121,6 +121,9 @@ def test_relation_filter_decides_which_edges_are_walked_and_explained(corpus):
     assert typed["edges"] and {e["type"] for e in typed["edges"]} <= {"LEAD", "BUILD", "OWN"}
     cooccurring = _graph_rag(corpus, relations=["co_occurs"]).items[0].metadata["graph"]
     assert cooccurring["edges"] and {e["family"] for e in cooccurring["edges"]} == {"co_occurs"}
+    # "led by" is not how the extractor writes the predicate (LEAD): the result says so
+    unknown = _graph_rag(corpus, relations=["led by", "svo"])
+    assert unknown.metadata["graph"]["unknown_relations"] == ["LED_BY"]
 
 
 def test_context_format_json_carries_the_same_edges(corpus):
