@@ -9,7 +9,7 @@ the README's options table, and the parsing of ``--option key=value`` text.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,24 +23,31 @@ _FALSE = ("false", "no", "off", "0")
 @dataclass(frozen=True)
 class Option:
     """One option: ``default`` (its type is the option's type unless ``kind`` says otherwise), ``help`` (one
-    line), ``choices`` (the allowed values; for a list option, of each item), ``min``/``max`` (inclusive
+    line), ``choices`` (the allowed values; for a list option, of each item; or a function returning them, for
+    a registry that grows after the declaration), ``min``/``max`` (inclusive
     bounds; of each item for a list option, of each value for a mapping; ``exclusive_min`` makes the lower one
     strict), ``of`` (the item type of a list option, the value type of a mapping option: its keys are text; a
-    mapping without ``of`` takes any values) and ``min_items``. A default of None allows None."""
+    mapping without ``of`` takes any values), ``min_items`` and ``max_items``. A default of None allows None."""
 
     default: Any
     help: str = ""
-    choices: tuple[Any, ...] | None = None
+    choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None
     min: float | None = None
     max: float | None = None
     exclusive_min: bool = False
     kind: type | None = None
     of: type | None = None
     min_items: int = 0
+    max_items: int | None = None
 
     def __post_init__(self) -> None:
         if self.type not in _KINDS:
             raise RetrievalError(f"Option kind must be one of {[k.__name__ for k in _KINDS]}, got {self.type!r}")
+
+    @property
+    def allowed_values(self) -> tuple[Any, ...] | None:
+        """The choices as they stand now (a registry's names are read at each check)."""
+        return self.choices() if callable(self.choices) else self.choices
 
     @property
     def type(self) -> type:
@@ -65,7 +72,8 @@ class Option:
             if isinstance(value, str) or not isinstance(value, Sequence):
                 raise self._error(owner, name, value)
             items = tuple(self._scalar(owner, name, item, self.of or str, whole=value) for item in value)
-            if len(items) < self.min_items or (self.choices is not None and len(set(items)) != len(items)):
+            too_many = self.max_items is not None and len(items) > self.max_items
+            if len(items) < self.min_items or too_many or (self.choices is not None and len(set(items)) != len(items)):
                 raise self._error(owner, name, value)
             return items
         if kind is dict:
@@ -86,7 +94,7 @@ class Option:
             value = float(value) if ok else value
         else:
             ok = isinstance(value, kind)
-        if not ok or (self.choices is not None and value not in self.choices):
+        if not ok or (self.choices is not None and value not in (self.allowed_values or ())):
             raise self._error(owner, name, whole)
         if kind in (int, float):
             low_ok = self.min is None or (value > self.min if self.exclusive_min else value >= self.min)
@@ -103,7 +111,9 @@ class Option:
         kind = self.type
         if kind is tuple:
             what = self._values(self.of or str) or _noun(self.of or str)
-            return f"a list of {what}" + (f" (at least {self.min_items})" if self.min_items else "")
+            counts = [f"at least {self.min_items}"] if self.min_items else []
+            counts += [f"at most {self.max_items}"] if self.max_items is not None else []
+            return f"a list of {what}" + (f" ({', '.join(counts)})" if counts else "")
         if kind is dict:
             what = f" of name: {self._values(self.of) or _noun(self.of)}" if self.of is not None else ""
             return f"a JSON object{what}" + (" or null" if self.default is None else "")
@@ -112,7 +122,7 @@ class Option:
 
     def _values(self, kind: type) -> str:
         if self.choices is not None:
-            return " | ".join(str(c) for c in self.choices)
+            return " | ".join(str(c) for c in self.allowed_values or ())
         if kind is bool:
             return "true | false"
         if kind in (int, float) and (self.min is not None or self.max is not None):

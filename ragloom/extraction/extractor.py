@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
@@ -35,6 +35,11 @@ MAX_AUTO_PROCESSES = 4
 MIN_WAVE_CHUNKS = 400
 MAX_WAVES = 8
 _SUBJECT_DEPS = ("nsubj", "nsubjpass")
+# Modifiers whose entity names the noun they hang on: "the [Data Services] team", "the [HarborSight] platform".
+_NAMING_DEPS = ("compound", "nmod", "poss")
+# Sentence-opening pronouns read as the previous sentence's first entity of a fitting kind ("It is led by
+# Rafael Moreno" after "The Data Services team builds ..."); True: a person.
+_PRONOUNS = {"it": False, "they": False, "he": True, "she": True}
 _RELATION_TYPE = re.compile(r"[^A-Z0-9_]+")
 
 
@@ -193,9 +198,10 @@ class EntityExtractor:
             if self.svo and token_span:
                 if self._deferred_parse:
                     per_sentence = Counter(span.sentence for span in parse.spans)
-                    to_parse.extend((len(parses), sentences[i]) for i, n in per_sentence.items() if n > 1)
+                    to_parse.extend((len(parses), sentences[i]) for i, n in per_sentence.items()
+                                    if n > 1 or (i > 0 and sentences[i][0].lower_ in _PRONOUNS))
                 else:
-                    parse.triples = self._triples(doc, token_span)
+                    parse.triples = self._triples(doc, token_span, spans=parse.spans)
             parses.append(parse)
             token_spans.append(token_span)
         if to_parse:
@@ -203,7 +209,8 @@ class EntityExtractor:
             for _, component in self._deferred_parse:
                 docs = component.pipe(docs, batch_size=self.batch_size)
             for (i, sentence), doc in zip(to_parse, docs, strict=True):
-                parses[i].triples.extend(self._triples(doc, token_spans[i], offset=sentence.start))
+                parses[i].triples.extend(self._triples(doc, token_spans[i], offset=sentence.start,
+                                                       spans=parses[i].spans))
         return parses
 
     def _entities(self, chunk_id: str, doc: Doc) -> tuple[_ChunkParse, dict[int, int], list[Span]]:
@@ -221,41 +228,90 @@ class EntityExtractor:
             spans.append(_Span(ent.label_, ent.text, sentence))
         return _ChunkParse(chunk_id, spans, []), token_span, sentences
 
-    def _triples(self, doc: Doc, token_span: dict[int, int], offset: int = 0) -> list[tuple[int, str, int]]:
+    def _triples(self, doc: Doc, token_span: dict[int, int], offset: int = 0,
+                 spans: list[_Span] | None = None) -> list[tuple[int, str, int]]:
         """(subject, VERB[_PREP], object) where both ends are entities: dobj, passive agent, and prepositional
-        objects of the verb, with their conjuncts ("founded X and Y"). ``doc`` may be one sentence of the
-        chunk, starting at token ``offset``."""
-        triples = []
+        objects of the verb, with their conjuncts ("founded X and Y"); a copula's noun with a preposition
+        ("X is the founder of Y": FOUNDER_OF), an apposition ("X, the founder of Y"), and a reduced passive
+        ("the team, led by X": X LEAD team). A noun counts as the entity that names it ("the Data Services
+        team"), and a sentence-opening pronoun as the previous sentence's first entity of its kind. ``doc`` may
+        be one sentence of the chunk, starting at token ``offset``."""
+        def entity(token: Token) -> int | None:
+            found = token_span.get(token.i + offset)
+            if found is None:
+                found = next((token_span[c.i + offset] for c in token.children
+                              if c.dep_ in _NAMING_DEPS and c.i + offset in token_span), None)
+            if found is None and spans is not None and token.lower_ in _PRONOUNS and token.i == token.sent.start:
+                found = _antecedent(spans, token_span, token.i + offset, _PRONOUNS[token.lower_])
+            return found
+
+        def prep_objects(head: Token) -> Iterator[tuple[str, Token]]:
+            for prep in head.children:
+                if prep.dep_ == "prep":
+                    for p in prep.children:
+                        if p.dep_ == "pobj":
+                            yield prep.text, p
+
+        triples: list[tuple[int, str, int]] = []
+
+        def add(subject: int | None, rel: str, objects: Iterable[Token], reverse: bool = False) -> None:
+            rel_type = _RELATION_TYPE.sub("_", rel.upper()).strip("_")
+            if subject is None or not rel_type or rel_type == COOCCURS:
+                return
+            for o in objects:
+                b = entity(o)
+                if b is not None and b != subject:
+                    triples.append((b, rel_type, subject) if reverse else (subject, rel_type, b))
+
         for token in doc:
-            if token.dep_ not in _SUBJECT_DEPS or token.i + offset not in token_span:
+            if token.dep_ == "appos":  # "Maja Eriksen, the founder of Nordlys Optics"
+                noun = token.lemma_ or token.lower_
+                for prep, obj in prep_objects(token):
+                    add(entity(token.head), f"{noun}_{prep}", _with_conjuncts(obj))
+                continue
+            if token.dep_ == "acl" and token.head.i != token.i:  # "the Optics team, led by Maja Eriksen"
+                lemma = token.lemma_ or self._verb_lemma(token.text)
+                for child in token.children:
+                    if child.dep_ == "agent":
+                        add(entity(token.head), lemma, [g for p in child.children if p.dep_ == "pobj"
+                                                        for g in _with_conjuncts(p)], reverse=True)
+                continue
+            if token.dep_ not in _SUBJECT_DEPS:
                 continue
             verb = token.head
             if verb.i == token.i:
                 continue
-            subjects = [token.i, *(c.i for c in token.conjuncts)]
-            lemma = verb.lemma_ or self._verb_lemma(verb.text)
-            for child in verb.children:
-                if child.dep_ == "dobj":
-                    rel, objects, reverse = lemma, _with_conjuncts(child), False
-                elif child.dep_ == "agent":  # "X was founded by Y": Y founded X
-                    rel, objects, reverse = lemma, [g for p in child.children if p.dep_ == "pobj"
-                                                    for g in _with_conjuncts(p)], token.dep_ == "nsubjpass"
-                elif child.dep_ == "prep":
-                    rel = f"{lemma}_{child.text}"
-                    objects = [g for p in child.children if p.dep_ == "pobj" for g in _with_conjuncts(p)]
-                    reverse = False
-                else:
-                    continue
-                rel_type = _RELATION_TYPE.sub("_", rel.upper()).strip("_")
-                if not rel_type or rel_type == COOCCURS:
-                    continue
-                for s in subjects:
-                    for o in objects:
-                        a, b = token_span.get(s + offset), token_span.get(o.i + offset)
-                        if a is None or b is None or a == b:
-                            continue
-                        triples.append((b, rel_type, a) if reverse else (a, rel_type, b))
+            first = entity(token)
+            if first is None:
+                continue
+            subjects = [first, *(e for c in token.conjuncts if (e := entity(c)) is not None)]
+            # "X was developed by Y and is now owned by Z": the second verb shares the subject
+            shared = [c for c in verb.conjuncts if not any(d.dep_ in _SUBJECT_DEPS for d in c.children)]
+            for v in (verb, *shared):
+                self._verb_triples(v, subjects, token.dep_ == "nsubjpass" or v is not verb, add, prep_objects)
         return triples
+
+    def _verb_triples(self, verb: Token, subjects: list[int], passive: bool,
+                      add: Callable[..., None], prep_objects: Callable[[Token], Iterator[tuple[str, Token]]]) -> None:
+        """The triples of one verb whose subject entities are ``subjects``."""
+        lemma = verb.lemma_ or self._verb_lemma(verb.text)
+        for child in verb.children:
+            if child.dep_ == "dobj":
+                found = [(lemma, _with_conjuncts(child), False)]
+            elif child.dep_ == "agent":  # "X was founded by Y": Y founded X
+                found = [(lemma, [g for p in child.children if p.dep_ == "pobj" for g in _with_conjuncts(p)],
+                          passive)]
+            elif child.dep_ == "prep":
+                found = [(f"{lemma}_{child.text}", [g for p in child.children if p.dep_ == "pobj"
+                                                    for g in _with_conjuncts(p)], False)]
+            elif child.dep_ == "attr":  # "X is the founder of Y"
+                noun = child.lemma_ or child.lower_
+                found = [(f"{noun}_{prep}", _with_conjuncts(obj), False) for prep, obj in prep_objects(child)]
+            else:
+                continue
+            for rel, objects, reverse in found:
+                for s in subjects:
+                    add(s, rel, objects, reverse)
 
     def _link(self, parses: list[_ChunkParse], resolution: Resolution) -> tuple[list[Mention], list[Relation]]:
         mentions: list[Mention] = []
@@ -317,6 +373,16 @@ def _tokens_only(sentence: Span) -> Doc:
 
     return Doc(sentence.doc.vocab, words=[t.text for t in sentence],
                spaces=[bool(t.whitespace_) for t in sentence])
+
+
+def _antecedent(spans: list[_Span], token_span: dict[int, int], token: int, person: bool) -> int | None:
+    """For a sentence-opening pronoun at chunk token ``token``: the first entity (a person or not, as asked) of
+    the nearest earlier sentence naming any entity, if that sentence names one of the kind."""
+    before = sorted({i for t, i in token_span.items() if t < token})
+    if not before:
+        return None
+    nearest = spans[before[-1]].sentence
+    return next((i for i in before if spans[i].sentence == nearest and (spans[i].label == "PERSON") == person), None)
 
 
 def _with_conjuncts(token: Token) -> list[Token]:

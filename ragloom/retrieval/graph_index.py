@@ -11,6 +11,7 @@ some scopes walks only the edges its readable chunks support (``walk_matrix``).
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -24,6 +25,11 @@ import scipy.sparse as sp
 from ragloom.retrieval import ppr
 
 COOCCURS = "CO_OCCURS"
+SYNONYM = "SYNONYM"
+# Edge families a relation filter may name besides single predicates.
+FAMILIES = {"svo": "every subject-verb-object predicate", "co_occurs": "same-sentence co-occurrence",
+            "synonym": "entities whose names embed alike"}
+_PREDICATE = re.compile(r"[^A-Z0-9_]+")
 MATRIX_CACHE = 8  # walk matrices kept per graph (one per visible-scope set and edge weighting)
 
 
@@ -35,6 +41,41 @@ class EdgeWeights:
     cooccurrence: float = 0.5
     synonym: float = 1.0
     synonym_min_score: float = 0.0  # synonym edges below this similarity are left out
+    relations: tuple[str, ...] = ()  # what is walked (see relation_filter); empty: every edge
+
+
+def predicate_name(text: str) -> str:
+    """A predicate as the extractor writes it: "led by" -> "LED_BY", "found" -> "FOUND"."""
+    return _PREDICATE.sub("_", text.strip().upper()).strip("_")
+
+
+def relation_filter(relations: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """(edge families, single predicates) a filter names: a family from ``FAMILIES`` (any case), else an SVO
+    predicate in the extractor's spelling. Empty families and predicates mean every edge is walked."""
+    families, predicates = set(), set()
+    for item in relations:
+        name = item.strip().lower().replace("-", "_")
+        if name in ("cooccurrence", "co_occurrence"):
+            name = "co_occurs"
+        if name in FAMILIES:
+            families.add(name)
+        elif predicate_name(item):
+            predicates.add(predicate_name(item))
+    return frozenset(families), frozenset(predicates)
+
+
+def walked_types(types: Sequence[str], relations: Iterable[str]) -> np.ndarray:
+    """Boolean per relation type: does the filter ``relations`` walk it?"""
+    families, predicates = relation_filter(relations)
+    if not families and not predicates:
+        return np.ones(len(types), dtype=bool)
+    return np.array([("co_occurs" in families) if t == COOCCURS else ("svo" in families or t in predicates)
+                     for t in types], dtype=bool)
+
+
+def walks_synonyms(relations: Iterable[str]) -> bool:
+    families, predicates = relation_filter(relations)
+    return (not families and not predicates) or "synonym" in families
 
 
 @dataclass
@@ -45,6 +86,8 @@ class Walk:
     dangling: np.ndarray
     visible_chunks: np.ndarray  # bool per chunk
     visible_entities: np.ndarray  # bool per entity
+    relation_weight: np.ndarray | None = None  # per relation, its walked weight (0: not walked)
+    derived: dict[str, Any] = field(default_factory=dict, repr=False)  # per-walk structures readers build once
 
 
 @dataclass
@@ -168,18 +211,21 @@ class RetrievalGraph:
         evidence = self.relation_evidence @ visible.astype(np.float64)
         factor = np.array([weights.cooccurrence if t == COOCCURS else weights.svo for t in self.relation_types],
                           dtype=np.float64)
+        factor *= walked_types(self.relation_types, weights.relations)
         w = evidence * factor if len(factor) else evidence
         pairs = self.relation_pairs
         n = self.n_entities
         relations = sp.csr_matrix((w, (pairs[:, 0], pairs[:, 1])), shape=(n, n)) if len(w) else sp.csr_matrix((n, n))
         synonyms = self.synonyms.copy()
         synonyms.data[synonyms.data < weights.synonym_min_score] = 0.0
+        if not walks_synonyms(weights.relations):
+            synonyms.data[:] = 0.0
         entity_edges = relations + relations.T + weights.synonym * (synonyms + synonyms.T)
         entity_edges.setdiag(0)
         adjacency = sp.bmat([[None, mentions], [mentions.T, entity_edges]], format="csr")
         node_visible = np.concatenate([visible, visible_entities])
         transposed, dangling = ppr.transition(adjacency, node_visible)
-        return Walk(transposed, dangling, visible, visible_entities)
+        return Walk(transposed, dangling, visible, visible_entities, np.asarray(w, dtype=np.float64))
 
     def memory_bytes(self) -> int:
         """Bytes held by the arrays and matrices (names and ids counted by their string sizes)."""

@@ -1,6 +1,6 @@
 """graph_rag: Personalized PageRank over the chunk–entity graph, seeded by the query's entities, the entities
 of the best hybrid hits and (lightly) every hybrid candidate; chunks ranked by the walk's probability mass,
-after a context item stating the part of the graph around the query."""
+after a context item explaining them (ragloom.retrieval.graph_context)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,15 @@ import numpy as np
 
 from ragloom.errors import RagloomError, RetrievalError, StoreError
 from ragloom.options import Option
-from ragloom.retrieval import fusion, lanes, ppr
+from ragloom.retrieval import fusion, graph_context, lanes, ppr
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
-from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk
-from ragloom.retrieval.postprocess import GRAPH_SOURCE
+from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk, relation_filter
 from ragloom.stores.base import GraphStore
-from ragloom.types import RetrievedItem, sha256_hex
+from ragloom.types import RetrievedItem
 
 log = logging.getLogger(__name__)
 
 MAX_NAME_WORDS = 6  # query word n-grams looked up as entity names
-CONTEXT_ENTITIES = 15  # entities with the most mass considered for the context item
 _WORD = re.compile(r"[^\W_][\w'’.&-]*")
 
 
@@ -35,9 +33,10 @@ class GraphRagRetriever(Retriever):
     ``seed_chunks`` best candidates, each weighted by its score ÷ the number of chunks mentioning it (the
     ``max_seeds`` heaviest kept), plus every candidate chunk at its min-max normalised score ×
     ``passage_weight``; (3) Personalized PageRank (``damping`` = probability of following an edge) over the
-    in-process graph of the chunking strategy, restricted to the scopes the query may read; (4) chunks ranked
-    by mass, after a context item (``metadata["source"] == "graph_rag"``, rank 0) stating relations between the
-    entities with the most mass, named only when both names appear in a returned chunk.
+    in-process graph of the chunking strategy, restricted to the scopes the query may read, to the edges
+    ``relations`` names and (``max_hops``) to the neighbourhood of the seeds; (4) chunks ranked by mass, after a
+    context item (``metadata["source"] == "graph_rag"``, rank 0) giving the relations on the walk's most probable
+    paths from the query's entities to the returned chunks, each citing a readable chunk, in ``context_format``.
 
     No graph store, an unreadable graph, or no seed entity: the vector lane's own ranking answers, and
     ``metadata["fallbacks"]`` says why.
@@ -76,8 +75,19 @@ class GraphRagRetriever(Retriever):
         "vector_lane": Option("hybrid", choices=("dense", "hybrid"), help="the lane that seeds the passages"),
         "alpha": lanes.ALPHA,
         "fusion_type": lanes.FUSION_TYPE,
-        "graph_context": Option(True, help="prepend the subgraph around the query as a context item (rank 0)"),
+        "max_hops": Option(None, kind=int, min=1, max=20,
+                           help="no mass leaves the nodes this many edges from a seed (an entity or a passage "
+                                "seed; entity to chunk is one edge, entity to entity one); null = no bound"),
+        "relations": Option((), of=str, max_items=100,
+                            help="edges walked: families svo, co_occurs, synonym and single SVO predicates as the "
+                                 "extractor spells them (verb lemma: LEAD, BUILD, OWN, FOUNDER_OF); empty = every "
+                                 "edge; metadata graph.unknown_relations names predicates the graph lacks"),
+        "graph_context": Option(True, help="prepend a context item (rank 0): the relations linking the query's "
+                                           "entities to the returned chunks"),
         "context_edges": Option(30, min=0, max=1000, help="edges written into the context item at most"),
+        "context_format": Option("text", choices=graph_context.context_formats,
+                                 help="how the context item is written: text triples, json, or a serializer "
+                                      "registered with register_context_serializer"),
     }
 
     def get_search_results(self, request: SearchRequest, **options: Any) -> list[RetrievedItem]:
@@ -99,7 +109,8 @@ class GraphRagRetriever(Retriever):
                 graph = graph_snapshot(self.context, store, self.chunking)
                 weights = EdgeWeights(svo=options["svo_weight"], cooccurrence=options["cooccurrence_weight"],
                                       synonym=options["synonym_weight"],
-                                      synonym_min_score=options["synonym_min_score"])
+                                      synonym_min_score=options["synonym_min_score"],
+                                      relations=tuple(options["relations"]))
                 walk = graph.walk_matrix(request.scope.visible_paths(), weights)
         except RagloomError as e:  # Neo4j failing mid-query: answer from the vectors, and say so
             return _fallback(request, lane, f"graph store failed: {e}")
@@ -130,8 +141,8 @@ class GraphRagRetriever(Retriever):
                 reset[node] = weight
             for entity, weight in entities.items():
                 reset[graph.n_chunks + entity] = weight
-            mass = ppr.personalized_pagerank(walk.transposed, walk.dangling, reset, damping=options["damping"],
-                                             max_iter=options["max_iter"])
+            mass = ppr.bounded_pagerank(walk.transposed, walk.dangling, reset, max_hops=options["max_hops"],
+                                        damping=options["damping"], max_iter=options["max_iter"])
         items = self._ranked(request, graph, walk, mass, candidates)
         if options["lane_weight"] > 0:
             with request.stage("fusion"):
@@ -144,10 +155,17 @@ class GraphRagRetriever(Retriever):
             "seeds": [graph.entity_names[e] for e in entities], "named_in_query": len(named),
             "passage_seeds": len(scored), "chunks": graph.n_chunks, "entities": graph.n_entities,
             "graph_version": str(graph.version)}
+        if options["relations"]:  # a predicate the graph never states filters everything out of that kind: say so
+            _, predicates = relation_filter(options["relations"])
+            missing = sorted(predicates - set(graph.relation_types))
+            if missing:
+                request.info["graph"]["unknown_relations"] = missing
         if options["graph_context"]:
-            context = _context_item(graph, walk, mass, entities, items, options["context_edges"])
-            if context is not None:
-                return [context, *items]
+            with request.stage("graph_context"):
+                explanation = graph_context.explain(graph, walk, mass, named or list(entities),
+                                                    [item.chunk_id for item in items], options["context_edges"])
+            if explanation is not None:
+                return [graph_context.context_item(explanation, options["context_format"]), *items]
         return items
 
     def _named_entities(self, request: SearchRequest, store: GraphStore, graph: RetrievalGraph, walk: Walk,
@@ -250,24 +268,6 @@ def _fallback(request: SearchRequest, lane: Future[list[RetrievedItem]], reason:
     return items[: request.fetch_k]
 
 
-def _context_item(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, seeds: dict[int, float],
-                  readable: list[RetrievedItem], max_edges: int) -> RetrievedItem | None:
-    """Relations among the entities with the most mass, in the subgraph_item format."""
-    entity_mass = np.where(walk.visible_entities, mass[graph.n_chunks:], 0.0)
-    top = [int(e) for e in np.argsort(-entity_mass, kind="stable")[:CONTEXT_ENTITIES] if entity_mass[e] > 0]
-    top_set = np.zeros(graph.n_entities, dtype=bool)
-    top_set[top] = True
-    pairs = graph.relation_pairs
-    chosen = np.flatnonzero(top_set[pairs[:, 0]] & top_set[pairs[:, 1]]) if len(pairs) else np.array([], int)
-    support = graph.relation_evidence[chosen] @ walk.visible_chunks.astype(np.float64) if len(chosen) else []
-    edges = [{"source_id": str(pairs[r, 0]), "target_id": str(pairs[r, 1]), "type": graph.relation_types[r],
-              "weight": float(w)} for r, w in zip(chosen, support, strict=True) if w > 0]
-    nodes = [{"entity_id": str(e), "name": graph.entity_names[e], "type": graph.entity_types[e]} for e in top]
-    seed_rows = [{"entity_id": str(e), "name": graph.entity_names[e], "type": graph.entity_types[e]}
-                 for e in seeds if walk.visible_entities[e]]
-    return subgraph_item({"nodes": nodes, "edges": edges}, seed_rows, readable, max_edges)
-
-
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -276,44 +276,3 @@ def _lane_pool() -> ThreadPoolExecutor:
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ragloom-vector-lane")
     return _POOL
-
-
-def subgraph_item(walked: dict[str, Any], seeds: list[dict[str, Any]], readable: list[RetrievedItem],
-                  max_edges: int) -> RetrievedItem | None:
-    """The visited subgraph as text, limited to edges whose two entities appear together in a readable chunk
-    (so nothing from another scope is named), strongest and seed-touching edges first."""
-    nodes = {n["entity_id"]: n for n in walked.get("nodes", [])}
-    for s in seeds:
-        nodes.setdefault(s["entity_id"], {**s, "hop": 0})
-    texts = [item.text.lower() for item in readable]
-
-    def seen_together(a: str, b: str) -> bool:
-        return any(a in t and b in t for t in texts)
-
-    seed_ids = {s["entity_id"] for s in seeds}
-    edges = sorted(walked.get("edges", []), key=lambda e: (
-        -(e["source_id"] in seed_ids or e["target_id"] in seed_ids), -float(e.get("weight") or 0)))
-    lines: list[str] = []
-    used: set[str] = set()
-    for edge in edges:
-        source, target = nodes.get(edge["source_id"]), nodes.get(edge["target_id"])
-        if source is None or target is None:
-            continue
-        if not seen_together(source["name"].lower(), target["name"].lower()):
-            continue
-        lines.append(f"{source['name']} ({source['type']}) -[{edge['type']}]-> {target['name']} ({target['type']})")
-        used.update((edge["source_id"], edge["target_id"]))
-        if len(lines) >= max_edges:
-            break
-    if not lines:
-        return None
-    lines = list(dict.fromkeys(lines))
-    text = "Knowledge graph around the query's entities:\n" + "\n".join(lines)
-    chunk_id = "graph:" + sha256_hex(text)[:16]
-    return RetrievedItem(
-        chunk_id=chunk_id, document_id=chunk_id, text=text, score=0.0, rank=0, heading_path=["Knowledge graph"],
-        lane_scores={}, metadata={"source": GRAPH_SOURCE, "title": "Knowledge graph", "edges": len(lines),
-                                  "entities": sorted(nodes[e]["name"] for e in used),
-                                  "seeds": [s["name"] for s in seeds]},
-    )
-

@@ -97,3 +97,51 @@ def entity_seeds(query_entities: Iterable[int], chunk_entities: Mapping[int, Ite
     weights = {e: s / max(float(chunk_frequency[e]), 1.0) for e, s in score.items() if s > 0}
     kept = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: max(max_seeds, 0)]
     return dict(kept)
+
+
+def neighbourhood(transposed: sp.csr_matrix, seeds: np.ndarray, hops: int) -> np.ndarray:
+    """Boolean mask of the nodes at most ``hops`` edges from a node where ``seeds`` > 0 (edges of the walk
+    built by :func:`transition`, whose pattern is symmetric)."""
+    reached = np.asarray(seeds) > 0
+    frontier = reached.astype(np.float64)
+    for _ in range(max(hops, 0)):
+        step = (transposed @ frontier) > 0
+        new = step & ~reached
+        if not new.any():
+            break
+        reached |= new
+        frontier = new.astype(np.float64)
+    return reached
+
+
+def restrict(transposed: sp.csr_matrix, keep: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """The walk confined to the nodes in ``keep``: (P^T of the kept nodes, their dangling mask, their indexes).
+
+    Each kept node's steps to kept nodes are renormalised, so its outgoing probabilities still sum to one and
+    no mass reaches a node outside; a kept node whose every edge leaves the set becomes dangling (its mass
+    returns to the seeds). The same walk as :func:`transition` over the subgraph induced by ``keep``.
+    """
+    index = np.flatnonzero(keep)
+    sub = transposed[index][:, index].tocsc()  # column j: where node j steps
+    stay = np.asarray(sub.sum(axis=0)).ravel()
+    inverse = np.divide(1.0, stay, out=np.zeros_like(stay), where=stay > 0)
+    sub = (sub @ sp.diags(inverse)).tocsr()
+    sub.eliminate_zeros()
+    return sub, stay <= 0, index
+
+
+def bounded_pagerank(transposed: sp.csr_matrix, dangling: np.ndarray, reset: np.ndarray, *, max_hops: int | None,
+                     damping: float = 0.5, max_iter: int = 50, tol: float = 1e-8) -> np.ndarray:
+    """:func:`personalized_pagerank` where no mass leaves the ``max_hops`` neighbourhood of the seeds (the
+    nodes with reset weight): the walk runs on the subgraph induced by that neighbourhood. None: no bound."""
+    if max_hops is None:
+        return personalized_pagerank(transposed, dangling, reset, damping=damping, max_iter=max_iter, tol=tol)
+    reset = np.asarray(reset, dtype=np.float64)
+    if reset.shape != (transposed.shape[0],) or np.any(reset < 0) or not np.all(np.isfinite(reset)):
+        raise RetrievalError(f"reset weights must be {transposed.shape[0]} finite non-negative numbers")
+    keep = neighbourhood(transposed, reset, max_hops)
+    sub, sub_dangling, index = restrict(transposed, keep)
+    rank = np.zeros(transposed.shape[0])
+    rank[index] = personalized_pagerank(sub, sub_dangling | dangling[index], reset[index], damping=damping,
+                                        max_iter=max_iter, tol=tol)
+    return rank

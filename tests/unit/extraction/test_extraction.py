@@ -24,6 +24,7 @@ from ragloom.extraction import (
 from ragloom.extraction.extractor import usable_cpus
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse
 from ragloom.extraction.resolution import canonical_types, clean_surface, initials, singular, two_things, type_kind
+from ragloom.settings import SAMPLE_CORPUS
 from ragloom.types import Chunk
 
 MUSIQUE = Path(__file__).resolve().parents[4] / "shared" / "data" / "musique" / "corpus.jsonl"
@@ -467,6 +468,31 @@ def test_svo_triples_use_verb_lemmas_and_passive_agents(extraction):
     assert ("Microsoft", "ACQUIRE", "GitHub") in triples
     assert ("Steve Jobs", "FOUND", "Apple") in triples  # "Apple was founded by Steve Jobs"
     assert ("Barack Obama", "VISIT", "Paris") in triples
+
+
+TEAMS = SAMPLE_CORPUS / "company" / "teams.md"
+
+
+def test_typed_relations_through_named_nouns_pronouns_copulas_and_appositions(nlp):
+    # paragraphs of the sample corpus: "The Data Services team builds the HarborSight platform ... It is led by
+    # Rafael Moreno", "Data Services owns HarborSight dashboards", "led by Maja Eriksen, the founder of Nordlys
+    # Optics"
+    paragraphs = [p for p in TEAMS.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    for parsed in (nlp, load_nlp(lean=False)):  # the lean parse and a full one agree
+        result = EntityExtractor(parsed).extract([_chunk(i, p) for i, p in enumerate(paragraphs)])
+        named = {e.entity_id: e.name for e in result.entities}
+        triples = {(named[r.source_id], r.type, named[r.target_id]) for r in result.relations if r.type != COOCCURS}
+        assert {("Data Services", "BUILD", "HarborSight"), ("Rafael Moreno", "LEAD", "Data Services"),
+                ("Data Services", "OWN", "HarborSight"), ("Maja Eriksen", "FOUNDER_OF", "Nordlys Optics")} <= triples
+
+
+def test_a_pronoun_reads_as_the_previous_sentences_entity_of_its_kind(nlp):
+    result = EntityExtractor(nlp).extract([_chunk(0, "Microsoft acquired GitHub in 2018. It was led by Satya "
+                                                     "Nadella. Angela Merkel met Emmanuel Macron. She praised Paris.")])
+    named = {e.entity_id: e.name for e in result.entities}
+    triples = {(named[r.source_id], r.type, named[r.target_id]) for r in result.relations if r.type != COOCCURS}
+    assert ("Satya Nadella", "LEAD", "Microsoft") in triples
+    assert ("Angela Merkel", "PRAISE", "Paris") in triples
 
 
 def test_ids_agree_across_runs_and_batches(nlp):

@@ -141,25 +141,7 @@ def test_assemble_context_defaults_to_the_model_tokenizer():
     assert len(citations) == 1 and text.startswith("[1] T\n")
 
 
-# the graph context item and auto-merge (pure helpers of graph_rag and hierarchical) ------------------------
-
-def test_subgraph_item_names_only_entities_seen_together_in_readable_chunks():
-    from ragloom.retrieval.graph_rag import subgraph_item
-
-    walked = {"nodes": [{"entity_id": "e1", "name": "Peter Bonetti", "type": "PERSON", "hop": 0},
-                        {"entity_id": "e2", "name": "Chelsea", "type": "ORG", "hop": 1},
-                        {"entity_id": "e3", "name": "Zephyr Holdings", "type": "ORG", "hop": 1}],
-              "edges": [{"source_id": "e1", "target_id": "e2", "type": "play", "weight": 3},
-                        {"source_id": "e1", "target_id": "e3", "type": "CO_OCCURS", "weight": 9}]}
-    seeds = [{"entity_id": "e1", "name": "Peter Bonetti", "type": "PERSON"}]
-    readable = [item("c1", text="Peter Bonetti kept goal for Chelsea for two decades.")]
-    context = subgraph_item(walked, seeds, readable, max_edges=10)
-    assert context.text.splitlines()[1:] == ["Peter Bonetti (PERSON) -[play]-> Chelsea (ORG)"]
-    assert context.metadata["source"] == GRAPH_SOURCE and context.chunk_id.startswith("graph:")
-    assert context.metadata["entities"] == ["Chelsea", "Peter Bonetti"]
-    assert subgraph_item(walked, seeds, [item("c2", text="Nothing relevant.")], max_edges=10) is None
-    assert subgraph_item(walked, seeds, readable, max_edges=10).chunk_id == context.chunk_id  # stable id
-
+# auto-merge (a pure helper of hierarchical; the graph context item: test_graph_walk.py) -------------------------
 
 def _span(chunk_id: str, start: int, end: int, parent: str | None, level: int) -> RetrievedItem:
     return RetrievedItem(chunk_id=chunk_id, document_id="d", text=chunk_id, score=0.0,

@@ -249,10 +249,40 @@ def test_highlight_marks_query_words_and_escapes_everything():
 
 
 def test_subgraph_svg_draws_edges_and_escapes_names():
-    text = ("Knowledge graph around the query's entities:\n"
-            "Ada <Lovelace> (PERSON) -[worked_with]-> Charles Babbage (PERSON)\n"
-            "Charles Babbage (PERSON) -[CO_OCCURS]-> London (GPE)")
-    item = RetrievedItem("graph:1", "graph:1", text, 0.0, metadata={"source": "graph_rag", "seeds": ["London"]})
+    graph = {"nodes": [{"entity_id": "a", "name": "Ada <Lovelace>", "type": "PERSON", "seed": False},
+                       {"entity_id": "b", "name": "Charles Babbage", "type": "PERSON", "seed": False},
+                       {"entity_id": "l", "name": "London", "type": "GPE", "seed": True}],
+             "edges": [{"source": "a", "target": "b", "type": "WORK_WITH", "family": "svo", "chunk_id": "c1"},
+                       {"source": "b", "target": "l", "type": "CO_OCCURS", "family": "co_occurs", "chunk_id": "c2"}]}
+    item = RetrievedItem("graph:1", "graph:1", "Knowledge graph ...", 0.0,
+                         metadata={"source": "graph_rag", "graph": graph})
     svg = subgraph_svg(item)
     assert svg.startswith("<svg") and svg.count('class="edge"') == 2 and svg.count('class="node"') == 3
     assert "Ada &lt;Lovelace&gt;" in svg and "<Lovelace>" not in svg and "#ffd8a8" in svg
+
+
+def test_json_in_the_page_cannot_close_its_script_element():
+    from ragloom.service.routers.playground import _json_script
+
+    out = _json_script("graph-data", {"name": "</script><script>alert(1)</script> & more"})
+    assert out.count("</script>") == 1 and "<script>alert" not in out
+    assert json.loads(out[out.index(">") + 1: out.rindex("</script>")]) == {
+        "name": "</script><script>alert(1)</script> & more"}
+
+
+def test_graph_view_files_are_ready_only_when_every_bundle_is_whole(tmp_path):
+    import dataclasses
+
+    from ragloom.service import docs
+    from ragloom.settings import Settings
+
+    settings = dataclasses.replace(Settings.from_env(), cache_dir=tmp_path)
+    assert not docs.graph_view_ready(settings)
+    for bundle in docs.GRAPH_VIEW:
+        folder = docs.assets_dir(settings, bundle)
+        folder.mkdir(parents=True)
+        for name in bundle.names:
+            (folder / name).write_text("/* js */")
+    assert docs.graph_view_ready(settings) and not docs.have_assets(settings)  # Swagger UI is a bundle of its own
+    (docs.assets_dir(settings, docs.GRAPH_VIEW[0]) / docs.GRAPH_VIEW[0].names[0]).unlink()
+    assert not docs.graph_view_ready(settings)
