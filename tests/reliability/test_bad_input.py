@@ -412,7 +412,10 @@ def numbers_collection(settings, module_weaviate_store_factory):
     from ragloom.api import Ragloom
     from ragloom.types import Chunk
 
+    from ragloom.metadata import MetadataLayout
+
     store = module_weaviate_store_factory()  # dropped, and checked gone, after the module
+    store.metadata = MetadataLayout(declared={"year": "INT", "score": "NUMBER", "published": "DATE"})  # as declared
     chunks = [Chunk(chunk_id=f"c{i}", document_id=f"d{i}", strategy="recursive", text=f"year text {i}", start=0,
                     end=11, token_count=3, position=0,
                     metadata={"year": 2000 + i, "score": i / 3, "published": f"2024-01-0{i + 1}", "status": "x"})
