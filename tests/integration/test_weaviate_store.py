@@ -109,8 +109,7 @@ def test_schema(store, weaviate_client):
     props = {p.name: p for p in config.properties}
     expected_types = {"chunk_id": "text", "level": "int", "heading_path": "text", "scope_path": "text",
                       "meta_status": "text[]", "meta_year": "int", "meta_score": "number", "meta_reviewed": "boolean",
-                      "meta_published_at": "date", "meta_tags": "text[]", "meta_review_status": "text[]",
-                      "meta_author": "text", "meta_created": "date"}  # undeclared keys are text; declared ones exist
+                      "meta_published_at": "date", "meta_tags": "text[]", "meta_review_status": "text[]"}
     for name, data_type in expected_types.items():
         assert props[name].data_type.value == data_type, name
     assert props["chunk_id"].tokenization.value == "field"

@@ -117,17 +117,17 @@ def test_one_documents_metadata_never_fails_the_sync_for_everyone(weaviate_store
 
 def test_a_collection_full_of_keys_refuses_new_ones_per_item(weaviate_store_factory):
     """The properties cap: an item bringing a key past it is refused (the writer's error), the rest of the batch
-    is written, and keys already there stay writable."""
+    is written, keys already there stay writable, and declared keys are not counted."""
     from ragloom.metadata import MetadataLayout
 
     store = weaviate_store_factory()
     store.metadata = MetadataLayout(max_properties=2)
     chunks = [Chunk(chunk_id=f"c{i}", document_id=f"d{i}", strategy=STRATEGY, text=f"text {i}", start=0, end=6,
                     token_count=2, position=0, scope=Scope("acme"), metadata=meta)
-              for i, meta in enumerate([{"a": 1, "b": 2}, {"c": 3}, {"a": "x"}, {}])]
+              for i, meta in enumerate([{"a": 1, "b": 2}, {"c": 3}, {"a": "x"}, {}, {"author": "Ann"}])]
     store.ensure_collection(STRATEGY, HashEmbedder().dimension)
-    result = store.write_chunks(STRATEGY, chunks, np.ones((4, HashEmbedder().dimension), dtype=np.float32))
-    assert result.written == 3 and not result.failed
+    result = store.write_chunks(STRATEGY, chunks, np.ones((5, HashEmbedder().dimension), dtype=np.float32))
+    assert result.written == 4 and not result.failed
     assert list(result.rejected) == ["c1"] and "RAGLOOM_METADATA_MAX_PROPERTIES" in result.rejected["c1"]
     assert "'c'" in result.rejected["c1"]
 

@@ -7,7 +7,7 @@ import json
 from ragloom.errors import StoreError
 from ragloom.stores.analysis import ANALYZER
 from ragloom.stores.weaviate.errors import store_errors
-from ragloom.stores.weaviate.schema import core_properties, declared_properties
+from ragloom.stores.weaviate.schema import core_properties
 from ragloom.stores.weaviate.versions import Versions
 
 
@@ -34,7 +34,6 @@ class Admin(Versions):
                                  "drop the collection to re-index")
             if info and (info.get("bm25_k1"), info.get("bm25_b")) != (self.bm25_k1, self.bm25_b):
                 self._set_bm25_parameters(strategy, info)
-            self._ensure_declared_properties(name)
             return
         description = json.dumps({"ragloom": "chunks", "strategy": strategy, "dimension": dimension,
                                   "model_id": model_id, "bm25": ANALYZER, "bm25_k1": self.bm25_k1,
@@ -44,7 +43,7 @@ class Admin(Versions):
                 self.client.collections.create(
                     name,
                     description=description,
-                    properties=core_properties() + declared_properties(self.metadata),
+                    properties=core_properties(),
                     vector_config=Configure.Vectors.self_provided(
                         vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.COSINE)),
                     inverted_index_config=Configure.inverted_index(index_null_state=True, bm25_k1=self.bm25_k1,
@@ -59,22 +58,6 @@ class Admin(Versions):
                 raise
         self._known_properties.pop(name, None)
         self._bm25_analyzed.pop(name, None)
-
-    def _ensure_declared_properties(self, name: str) -> None:
-        """Add the layout's declared metadata properties an existing collection lacks (one built before the
-        layout, or before the operator declared more keys). Every declared key exists from the start, so its
-        presence tells nobody whether any tenant uses it."""
-        known = self._properties(name)
-        missing = [p for p in declared_properties(self.metadata) if p.name not in known]
-        for prop in missing:
-            with store_errors(f"add property {prop.name} to {name}"):
-                try:
-                    self.client.collections.use(name).config.add_property(prop)
-                except Exception:
-                    if prop.name not in self._properties(name, refresh=True):
-                        raise
-        if missing:
-            self._properties(name, refresh=True)
 
     def _set_bm25_parameters(self, strategy: str, info: dict) -> None:
         """Apply this store's BM25 k1 and b to an existing collection (Weaviate changes them in place)."""

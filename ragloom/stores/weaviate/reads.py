@@ -137,7 +137,7 @@ def _item(obj: Any, score: float, lanes: dict[str, float], include_vectors: bool
     props = {}
     for key, value in obj.properties.items():
         if key.startswith(META_PREFIX):
-            if value is None:  # a declared key this chunk does not carry
+            if value is None:  # a key of other chunks, not this one
                 continue
             # an undeclared key is stored as a list of texts (ragloom.metadata); a scalar comes back as itself
             if isinstance(value, list) and len(value) == 1 and not layout.is_declared(key):

@@ -11,8 +11,9 @@ description records the model id and dimension of its vectors, so a model change
 User metadata. ``chunk.metadata`` becomes properties named ``meta_<key>`` as ``ragloom.metadata.MetadataLayout``
 stores it: declared keys with the operator's types, every other key as TEXT_ARRAY, so no value ever decides a
 property's type (docs/design/metadata.md). ``title`` and ``source_path`` are not user metadata: they fill the
-core properties of the same name. Declared properties are created with the collection; an undeclared one is
-added (as TEXT_ARRAY) before the first write that carries it, never left to auto-schema. Text metadata uses
+core properties of the same name. A metadata property is added before the first write that carries its key,
+with the layout's type for that key (never from the value, never left to auto-schema): the chunks of a
+collection without metadata carry no empty properties, which reads would return for every hit. Text metadata uses
 FIELD tokenization (exact match; ``Like`` for patterns) and is not searched by BM25.
 """
 
@@ -85,11 +86,6 @@ def meta_property(name: str, type_name: str) -> Any:
     text = "TEXT" in type_name
     return Property(name=name, data_type=data_type(type_name), index_filterable=True,
                     index_searchable=False if text else None, tokenization=tokenization("FIELD") if text else None)
-
-
-def declared_properties(layout: MetadataLayout) -> list[Any]:
-    """The ``Property`` of every declared metadata key: created with the collection."""
-    return [meta_property(name, type_name) for name, type_name in sorted(layout.property_types.items())]
 
 
 def object_properties(chunk: Chunk, layout: MetadataLayout) -> dict[str, Any]:

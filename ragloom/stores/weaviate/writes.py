@@ -271,10 +271,10 @@ class Writes(Versions):
 
     def _ensure_meta_properties(self, name: str, rows: list[dict[str, Any] | None]) -> tuple[dict[int, str],
                                                                                           dict[int, str]]:
-        """Add the undeclared meta_ properties these rows bring (as ``MetadataLayout`` types them, never from
-        the values), up to the layout's ``max_properties``. Returns (rejected, failed), row index -> why: a row
-        that needs a property past the cap is rejected (the writer's 400); a row that a collection built before
-        the layout cannot hold fails, naming the migration (``migrate.py``)."""
+        """Add the meta_ properties these rows bring (typed as ``MetadataLayout`` types their keys, never from
+        the values); undeclared ones up to the layout's ``max_properties``. Returns (rejected, failed), row
+        index -> why: a row that needs a property past the cap is rejected (the writer's 400); a row that a
+        collection built before the layout cannot hold fails, naming the migration (``migrate.py``)."""
         layout = self.metadata
         known = self._properties(name)
         wanted = sorted({k for row in rows if row for k in row if k.startswith(META_PREFIX)} - set(known))
@@ -283,7 +283,8 @@ class Writes(Versions):
             wanted = [k for k in wanted if k not in known]
         room = layout.max_properties - sum(1 for k in known if k.startswith(META_PREFIX)
                                            and not layout.is_declared(k))
-        for key in wanted[:max(room, 0)]:
+        undeclared = [k for k in wanted if not layout.is_declared(k)]
+        for key in [k for k in wanted if layout.is_declared(k)] + undeclared[:max(room, 0)]:
             with store_errors(f"add property {key} to {name}"):
                 try:
                     self.client.collections.use(name).config.add_property(meta_property(key, layout.type_of(key)))
