@@ -77,7 +77,15 @@ def test_migration_keeps_answers_and_is_idempotent(weaviate_store_factory):
     before = _answers(store)
     assert all(v for k, v in before.items() if k.startswith("acme")), before  # the comparison means something
 
-    # a collection of the old layout refuses a text value into its INT property, naming the migration
+    # until migrated, a collection of the old layout takes values that fit its types, and refuses a text value
+    # into its INT property naming the migration
+    fits = Chunk(chunk_id="fits", document_id="dfits", strategy=STRATEGY, text="later", start=0, end=5,
+                 token_count=1, position=0, scope=Scope("acme"),
+                 metadata={"priority": 2, "status": "final", "score": 1.5, "published_at": "2024-02-01"})
+    assert store.upsert_chunks(STRATEGY, [fits], np.ones((1, DIMENSION), dtype=np.float32)) == 1
+    [item] = store.fetch(STRATEGY, ["fits"])
+    assert (item.metadata["meta_priority"], item.metadata["meta_status"]) == (2, "final")
+    store.delete_chunks(STRATEGY, ["fits"])
     text = Chunk(chunk_id="new", document_id="dnew", strategy=STRATEGY, text="later", start=0, end=5,
                  token_count=1, position=0, scope=Scope("acme"), metadata={"priority": "high"})
     with pytest.raises(StoreError, match="ragloom metadata migrate"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -344,14 +345,34 @@ class Writes(Versions):
 
 
 def _legacy_value(value: Any, legacy_type: str) -> Any:
-    """A value as the layout stores it, fitted into a property an older layout typed otherwise; None if it
-    does not fit (a list of one text into TEXT fits; "high" into an INT does not)."""
-    if isinstance(value, list) and len(value) == 1 and not legacy_type.endswith("_ARRAY"):
-        value = value[0]
+    """A value as the layout stores it (texts, for an undeclared key), fitted into a property an older layout
+    typed otherwise; None if it does not fit: ``["3"]`` into an INT is 3, ``["high"]`` is None."""
+    scalar = legacy_type.removesuffix("_ARRAY")
+    items = value if isinstance(value, list) else [value]
+    if not legacy_type.endswith("_ARRAY"):
+        if len(items) != 1:
+            return None
+        items = items[:1]
+    fitted = []
+    for item in items:
+        if isinstance(item, str) and scalar in ("INT", "NUMBER", "BOOL"):
+            item = _parsed_text(item)
+        try:
+            fitted.append(coerce(item, scalar))
+        except ValueError:
+            return None
+    return fitted if legacy_type.endswith("_ARRAY") else fitted[0]
+
+
+def _parsed_text(text: str) -> Any:
+    """What ``as_text`` made a number or a boolean into, back again; other text as it is."""
+    if text in ("true", "false"):
+        return text == "true"
     try:
-        return coerce(value, legacy_type)
+        number = float(text)
     except ValueError:
-        return None
+        return text
+    return int(text) if re.fullmatch(r"-?\d+", text) else number
 
 
 def _as_data_object(obj: Any) -> Any:
