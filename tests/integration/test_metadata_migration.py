@@ -116,3 +116,20 @@ def test_a_migration_cut_short_is_finished_by_the_next_run(weaviate_store_factor
     finished = store.migrate_metadata(STRATEGY)
     assert finished.copied == 12 and store.count(STRATEGY) == 12 and not store.exists(STRATEGY + STAGING)
     assert _answers(store) == before
+
+
+def test_the_command_lists_migrates_then_has_nothing_to_do(weaviate_store_factory, monkeypatch, capsys):
+    from ragloom.cli import main
+
+    store = weaviate_store_factory()
+    _legacy_collection(store)
+    monkeypatch.setenv("RAGLOOM_COLLECTION_PREFIX", store.prefix)
+    assert main(["metadata", "migrate", "--dry-run"]) == 0
+    listed = capsys.readouterr().out
+    assert "recursive: meta_priority INT" in listed and store.exists(STRATEGY)
+    assert store.legacy_properties(STRATEGY)  # a dry run changes nothing
+    assert main(["metadata", "migrate"]) == 0
+    assert "recursive: retyped meta_priority, meta_published_at, meta_score, meta_status; copied 24 objects" in \
+        capsys.readouterr().out
+    assert main(["metadata", "migrate"]) == 0
+    assert capsys.readouterr().out.strip() == "recursive: in the layout, nothing to do"

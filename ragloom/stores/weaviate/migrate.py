@@ -42,7 +42,7 @@ class Migrate(Writes):
         """The strategies of this prefix's chunk collections (staging ones included), from their descriptions."""
         out = []
         for name in self.prefixed_collections():
-            if name == self.versions_name():
+            if name == self.versions_name:
                 continue
             with store_errors(f"read collection config of {name}"):
                 description = self.client.collections.use(name).config.get().description or ""
