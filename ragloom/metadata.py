@@ -77,6 +77,7 @@ class MetadataLayout:
     max_key_chars: int = 64
     max_value_chars: int = 2048
     max_properties: int = 512
+    _types: dict[str, str] = field(init=False, repr=False, compare=False)  # stored property name -> type
 
     def __post_init__(self) -> None:
         clash = sorted(k for k, t in self.declared.items() if k in SYSTEM_TYPES and SYSTEM_TYPES[k] != t)
@@ -94,14 +95,14 @@ class MetadataLayout:
     @property
     def property_types(self) -> dict[str, str]:
         """Stored property name -> type of every declared key (``meta_author`` -> TEXT, ...)."""
-        return dict(self._types)  # type: ignore[attr-defined]
+        return dict(self._types)
 
     def type_of(self, prop: str) -> str:
         """The type of stored property ``prop`` (``meta_<key>``): declared, else ``UNDECLARED``."""
-        return self._types.get(prop, UNDECLARED)  # type: ignore[attr-defined]
+        return self._types.get(prop, UNDECLARED)
 
     def is_declared(self, prop: str) -> bool:
-        return prop in self._types  # type: ignore[attr-defined]
+        return prop in self._types
 
     def prepare(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         """``{meta_<key>: value as stored}`` for an item's metadata, nested mappings flattened

@@ -410,9 +410,8 @@ def numbers_collection(settings, module_weaviate_store_factory):
     from reliability_support import HashEmbedder
 
     from ragloom.api import Ragloom
-    from ragloom.types import Chunk
-
     from ragloom.metadata import MetadataLayout
+    from ragloom.types import Chunk
 
     store = module_weaviate_store_factory()  # dropped, and checked gone, after the module
     store.metadata = MetadataLayout(declared={"year": "INT", "score": "NUMBER", "published": "DATE"})  # as declared
