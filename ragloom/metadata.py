@@ -24,10 +24,9 @@ from typing import Any
 
 from ragloom.errors import ConfigError
 from ragloom.filters import META_PREFIX, as_text, meta_property_name, parse_iso_date
+from ragloom.settings import Settings, parse_metadata_types
 
 UNDECLARED = "TEXT_ARRAY"  # the type of every key the operator did not declare
-SCALAR_TYPES = ("TEXT", "INT", "NUMBER", "BOOL", "DATE")
-TYPES = (*SCALAR_TYPES, *(f"{t}_ARRAY" for t in SCALAR_TYPES))
 RESERVED = ("title", "source_path")  # metadata keys that fill core properties of the chunk instead
 
 # Keys ragloom itself writes (injection, chunkers, summaries, attachments): typed, and not counted against a
@@ -49,22 +48,6 @@ class MetadataError(ConfigError):
     """A metadata value or key this deployment does not store; names the writer's own key and value only."""
 
 
-def parse_declarations(spec: str) -> dict[str, str]:
-    """``"year:INT, published:DATE"`` as ``{"year": "INT", ...}``; ConfigError for a malformed entry."""
-    out: dict[str, str] = {}
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        key, sep, type_name = part.partition(":")
-        type_name = type_name.strip().upper()
-        if not sep or not key.strip() or type_name not in TYPES:
-            raise ConfigError(f"RAGLOOM_METADATA_TYPES: {part!r} is not key:TYPE with TYPE one of {', '.join(TYPES)}")
-        if key.strip() in RESERVED:
-            raise ConfigError(f"RAGLOOM_METADATA_TYPES: {key.strip()!r} is a core field, not metadata")
-        out[key.strip()] = type_name
-    return out
-
-
 @dataclass(frozen=True)
 class MetadataLayout:
     """Which metadata keys are typed, and the caps on what one item may carry.
@@ -80,6 +63,9 @@ class MetadataLayout:
     _types: dict[str, str] = field(init=False, repr=False, compare=False)  # stored property name -> type
 
     def __post_init__(self) -> None:
+        core = sorted(k for k in self.declared if k in RESERVED)
+        if core:
+            raise ConfigError(f"metadata keys {core} are core fields of a chunk, not metadata")
         clash = sorted(k for k, t in self.declared.items() if k in SYSTEM_TYPES and SYSTEM_TYPES[k] != t)
         if clash:
             raise ConfigError(f"metadata keys {clash} are ragloom's own; their types cannot be changed")
@@ -87,8 +73,8 @@ class MetadataLayout:
         object.__setattr__(self, "_types", types)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> MetadataLayout:
-        return cls(declared=parse_declarations(settings.metadata_types), max_keys=settings.metadata_max_keys,
+    def from_settings(cls, settings: Settings) -> MetadataLayout:
+        return cls(declared=parse_metadata_types(settings.metadata_types), max_keys=settings.metadata_max_keys,
                    max_key_chars=settings.metadata_max_key_chars, max_value_chars=settings.metadata_max_value_chars,
                    max_properties=settings.metadata_max_properties)
 

@@ -13,7 +13,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragloom.errors import ConfigError
-from ragloom.metadata import MetadataLayout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = REPO_ROOT / "sample_corpus"
@@ -62,6 +61,25 @@ def _env_list(name: str, default: tuple[str, ...], *, formerly: str = "", empty_
     if raw is None or (not raw.strip() and not empty_ok):
         return default
     return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+METADATA_SCALAR_TYPES = ("TEXT", "INT", "NUMBER", "BOOL", "DATE")
+METADATA_TYPES = (*METADATA_SCALAR_TYPES, *(f"{t}_ARRAY" for t in METADATA_SCALAR_TYPES))
+
+
+def parse_metadata_types(spec: str) -> dict[str, str]:
+    """RAGLOOM_METADATA_TYPES, ``"year:INT, published:DATE"``, as ``{"year": "INT", ...}`` (ragloom.metadata)."""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        key, sep, type_name = part.partition(":")
+        type_name = type_name.strip().upper()
+        if not sep or not key.strip() or type_name not in METADATA_TYPES:
+            raise ConfigError(f"RAGLOOM_METADATA_TYPES: {part!r} is not key:TYPE with TYPE one of "
+                              f"{', '.join(METADATA_TYPES)}")
+        out[key.strip()] = type_name
+    return out
 
 
 SUMMARY_MODES = ("auto", "extractive", "llm")
@@ -394,7 +412,7 @@ class Settings:
                      "metadata_max_properties"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
-        MetadataLayout.from_settings(self)  # RAGLOOM_METADATA_TYPES parses, and re-types no key of ragloom's own
+        parse_metadata_types(self.metadata_types)
         if self.rerank_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_RERANK_BACKEND={self.rerank_backend!r}: choose torch, onnx or onnx-int8")
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from ragloom.errors import ConfigError
 from ragloom.filters import Condition, as_text, bind
-from ragloom.metadata import DECLARED_TYPES, UNDECLARED, MetadataError, MetadataLayout, parse_declarations
-from ragloom.settings import Settings
+from ragloom.metadata import DECLARED_TYPES, UNDECLARED, MetadataError, MetadataLayout
+from ragloom.settings import Settings, parse_metadata_types
 
 
 def test_undeclared_keys_are_text_whatever_the_value():
@@ -53,10 +53,12 @@ def test_caps_are_the_writers_errors():
 
 
 def test_declarations_from_settings():
-    assert parse_declarations(" year:int , published:DATE,") == {"year": "INT", "published": "DATE"}
-    for bad in ("year", "year:LONG", ":INT", "title:TEXT"):
+    assert parse_metadata_types(" year:int , published:DATE,") == {"year": "INT", "published": "DATE"}
+    for bad in ("year", "year:LONG", ":INT"):
         with pytest.raises(ConfigError, match="RAGLOOM_METADATA_TYPES"):
-            parse_declarations(bad)
+            parse_metadata_types(bad)
+    with pytest.raises(ConfigError, match="core fields"):
+        MetadataLayout(declared={"title": "TEXT"})
     with pytest.raises(ConfigError, match="ragloom's own"):
         MetadataLayout(declared={"expires_at": "TEXT"})
     layout = MetadataLayout.from_settings(Settings(metadata_types="year:INT,author:TEXT_ARRAY"))
