@@ -13,6 +13,7 @@ import numpy as np
 
 from ragloom.errors import ConfigError
 from ragloom.evaluation.metrics import METRICS, Estimate, PerQuery, bootstrap_ci, level_metrics, paired_difference_ci
+from ragloom.retrieval.routing.monitor import describe
 
 BASELINE_BM25 = "bm25"
 BASELINE_DENSE = "dense"
@@ -133,7 +134,6 @@ class EvalReport:
 
     def adaptive_lines(self) -> list[str]:
         """One line per adaptive system: the strategy mix, retry rate and how often the retry improved nDCG@10."""
-        from ragloom.retrieval.routing.monitor import describe
 
         systems = [s for s in self.systems if s.adaptive]
         return ["", "adaptive routing (retry judged by document nDCG@10 of the returned try vs the first)"] + [

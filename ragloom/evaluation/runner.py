@@ -23,8 +23,10 @@ from ragloom.evaluation.metrics import Hit, document_scores, passage_scores
 from ragloom.evaluation.report import BASELINE_BM25, BASELINE_DENSE, EvalReport, SystemResult
 from ragloom.indexing.compose import embedding_cache, index_chunking
 from ragloom.indexing.vectors import encode_cached
+from ragloom.llm import check_names
 from ragloom.query import check_chunking, parse_query
 from ragloom.retrieval import options_for, strategy_class
+from ragloom.retrieval.postprocess import GRAPH_SOURCE
 from ragloom.retrieval.query import check_text
 from ragloom.retrieval.routing.monitor import AdaptiveTally, Outcome, outcome
 from ragloom.settings import Settings
@@ -111,7 +113,6 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
     _check_names(strategies, chunkings)
     transforms = list(dict.fromkeys(transforms))
     if transforms:
-        from ragloom.llm import check_names
 
         check_names(transforms)
     per_strategy = {name: {**DEFAULT_QUERY_OPTIONS, **given}
@@ -139,7 +140,10 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
     graph = nlp = extractor = None
     try:
         if needs_graph:
+            # deferred: spaCy loads only when the graph is built or queried
             from ragloom.extraction import extractor_for
+
+            # deferred: the store's driver loads only when a store is opened
             from ragloom.stores.neo4j import Neo4jStore
 
             graph = Neo4jStore.connect(eval_settings)
@@ -261,7 +265,6 @@ def adaptive_tally(dataset: EvalDataset, outcomes: Mapping[str, Outcome], metric
 def hits_of(items: Sequence[Any]) -> list[Hit]:
     """Retrieved chunks as hits, in rank order. graph_rag's context item (the visited subgraph, not a chunk of
     any document) is left out: it is context for a reader, not a ranked result."""
-    from ragloom.retrieval.postprocess import GRAPH_SOURCE
 
     hits = []
     for item in items:
@@ -282,8 +285,8 @@ def _cached_encoder(embedder: Any, cache: Any) -> Callable[[Sequence[str]], Any]
 
 def drop_namespace(settings: Settings, dataset_name: str, namespace: str | None = None) -> list[str]:
     """Delete an evaluation's collections and graph namespace; returns what was removed."""
-    from ragloom.stores.neo4j import Neo4jStore
-    from ragloom.stores.weaviate import WeaviateStore
+    from ragloom.stores.neo4j import Neo4jStore  # deferred: the store's driver loads only when a store is opened
+    from ragloom.stores.weaviate import WeaviateStore  # deferred: as above
 
     eval_settings = namespace_settings(settings, dataset_name, namespace)
     with WeaviateStore.connect(eval_settings) as store:

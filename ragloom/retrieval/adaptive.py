@@ -31,7 +31,7 @@ from ragloom.retrieval.routing.features import FORM_NAMES, SIGNAL_K, named
 from ragloom.retrieval.routing.features import features as route_features
 from ragloom.retrieval.routing.quality import assess, weak_reasons
 from ragloom.retrieval.routing.router import LLMRouter, RuleRouter
-from ragloom.types import RetrievedItem
+from ragloom.types import RetrievedItem, Scope
 
 DEFAULT_CHAIN = ("hybrid", "graph_rag", "dense", "bm25")
 ROUTERS = ("auto", "rules", "learned", "llm")
@@ -161,7 +161,6 @@ def signals(request: SearchRequest, chunking: str, with_lanes: bool = True) -> A
 def query_features(context: Any, chunking: str, query: str, with_lanes: bool = True) -> Any:
     """``signals`` outside a search (router training, the routing benchmark), with the default scope and no
     filters."""
-    from ragloom.types import Scope
 
     request = SearchRequest(query=query, k=SIGNAL_K, scope=Scope.from_path(None), filters=None,
                             chunking=chunking, context=context, fetch_k=SIGNAL_K, include_vectors=False)

@@ -35,6 +35,7 @@ from ragloom.retrieval.query import (
     check_scope,
     check_text,
 )
+from ragloom.retrieval.rerank import rerank
 from ragloom.stores.base import GraphStore, VectorStore
 from ragloom.types import RetrievalResult, RetrievedItem, Scope
 
@@ -383,7 +384,6 @@ class Retriever(ABC):
 
     def _rerank(self, request: SearchRequest, reranker: Any, items: list[RetrievedItem],
                 post: dict[str, Any]) -> tuple[list[RetrievedItem], dict[str, Any]]:
-        from ragloom.retrieval.rerank import rerank
 
         pinned = [i for i in items if pp.is_graph_context(i)]  # context, not a passage to judge
         ranked = [i for i in items if not pp.is_graph_context(i)]

@@ -205,6 +205,7 @@ def _lane_first(head: list[RetrievedItem], ranked: list[RetrievedItem], k: int) 
 def query_names(context: Any, request: SearchRequest) -> tuple[list[str], list[str]]:
     """Normalised names the query may mention: (spaCy's entity names, every word n-gram with single stop
     words and words under 3 letters left out), to match against the graph's normalised names and aliases."""
+    # deferred: spaCy loads only when the graph is built or queried
     from ragloom.extraction import normalize_name, query_entities
 
     names: list[str] = []

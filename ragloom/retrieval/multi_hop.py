@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import RagloomError
+from ragloom.llm.transforms import FollowUp
 from ragloom.options import Option
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
@@ -109,7 +110,6 @@ class MultiHopRetriever(Retriever):
         llm, _ = self.context.llm()
         if llm is None:
             return fused
-        from ragloom.llm.transforms import FollowUp
 
         info = request.info.setdefault("multi_hop", {"rounds": 1, "bridges": []})
         hops: list[dict[str, Any]] = []

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from ragloom.chunking.tokens import get_token_counter
 from ragloom.errors import RetrievalError
 from ragloom.types import HEADING_SEPARATOR, RetrievalResult, RetrievedItem
 
@@ -220,7 +221,6 @@ def assemble_context(result: RetrievalResult | Sequence[RetrievedItem], token_bu
     number to the chunk and document. ``count_tokens`` defaults to the embedding model's tokenizer.
     """
     if count_tokens is None:
-        from ragloom.chunking.tokens import get_token_counter
 
         count_tokens = get_token_counter().count
     items = result.items if isinstance(result, RetrievalResult) else result

@@ -79,3 +79,24 @@ def test_the_foundation_imports_without_the_chunkers(module):
 def test_declared_dependencies_are_the_imported_ones():
     out = subprocess.run([_tool("deptry"), ".", "--no-ansi"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_function_level_import_says_why():
+    """Imports inside functions hide cycles; one stays only to defer a heavy dependency, and says so."""
+    silent = []
+    for path in sorted((REPO / "ragloom").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        in_type_checking = False
+        for number, line in enumerate(lines, 1):
+            if line.startswith("if TYPE_CHECKING"):
+                in_type_checking = True
+                continue
+            if in_type_checking and (not line.strip() or line.startswith(" ")):
+                continue
+            in_type_checking = False
+            stripped = line.strip()
+            if line.startswith(" ") and stripped.startswith(("from ragloom", "import ragloom")):
+                said = "# deferred:" in line or lines[number - 2].strip().startswith("# deferred:")
+                if not said:
+                    silent.append(f"{path.relative_to(REPO)}:{number}: {stripped}")
+    assert not silent, "function-level imports without a '# deferred: why' comment:\n" + "\n".join(silent)
