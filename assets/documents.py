@@ -26,7 +26,7 @@ from resources import ArtifactStore, CorpusResource
                    "Excel, CSV, email); bad files are rejected with path and reason, the rest go on.")
 def documents(context: AssetExecutionContext, corpus: CorpusResource, artifacts: ArtifactStore) -> Output[pd.DataFrame]:
     collected = collect_documents(corpus.sources(), artifacts.read("documents"), log=context.log.info,
-                                  limits=corpus.parse_limits())
+                                  limits=corpus.parse_limits(), metadata=corpus.metadata_layout())
     frame = documents_to_frame(collected.documents)
     rejected = rejections_to_frame(collected.rejections)
     artifacts.write("rejected_documents", rejected)

@@ -31,6 +31,30 @@ def _cmd_stack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_metadata(args: argparse.Namespace) -> int:
+    """``metadata migrate``: every chunk collection of the prefix onto the metadata layout, one line each."""
+    # deferred: each command loads only what it needs (`ragloom --help` stays instant)
+    from ragloom.stores.weaviate import WeaviateStore
+    from ragloom.stores.weaviate.migrate import STAGING  # deferred: as above
+
+    store = WeaviateStore.connect(Settings.from_env())
+    try:
+        strategies = sorted({s.removesuffix(STAGING) for s in store.chunk_strategies()})
+        for strategy in strategies:
+            legacy = store.legacy_properties(strategy)
+            if args.dry_run:
+                print(f"{strategy}: " + (", ".join(f"{p} {t}" for p, t in sorted(legacy.items())) or "in the layout"))
+                continue
+            report = store.migrate_metadata(strategy)
+            print(f"{strategy}: " + (f"retyped {', '.join(sorted(report.retyped))}; copied {report.copied} objects"
+                                     if report.changed else "in the layout, nothing to do"))
+            for chunk_id, why in list(report.left_out.items())[:20]:
+                print(f"  left out of {chunk_id}: {why}")
+    finally:
+        store.close()
+    return 0
+
+
 def _cmd_cluster(args: argparse.Namespace) -> int:
     """The cluster profile: Postgres, Redis, Celery workers, a code server and a 3-node Weaviate on loopback."""
     from ragloom import stack  # deferred: each command loads only what it needs (`ragloom --help` stays instant)
@@ -323,6 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profiles", help="the agent profiles of RAGLOOM_AGENT_PROFILES, checked")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_profiles)
+
+    p = sub.add_parser("metadata", help="the metadata layout of the chunk collections (docs/design/metadata.md)")
+    meta_sub = p.add_subparsers(dest="action", required=True)
+    m = meta_sub.add_parser("migrate", help="copy collections built before the layout onto it (idempotent)")
+    m.add_argument("--dry-run", action="store_true", help="only list the properties that would be retyped")
+    p.set_defaults(func=_cmd_metadata)
 
     p = sub.add_parser("settings", help="print the resolved settings (secrets masked)")
     p.set_defaults(func=_cmd_settings)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ragloom.errors import ConfigError
 from ragloom.filters import MATCHES_NOTHING, Condition, Node, Not, combine, meta_property_name
-from ragloom.stores.weaviate.schema import flatten_metadata
+from ragloom.metadata import MetadataLayout, flatten
 from ragloom.types import Chunk, Scope, make_chunk_id
 
 DYNAMIC = "dynamic"
@@ -58,8 +58,10 @@ class InjectedItem:
 
 def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata: Mapping[str, Any] | None = None,
                  ttl_seconds: float | None = None, namespace: str = "", title: str = "", tool: str = "",
-                 agent_id: str = "", now: datetime | None = None) -> tuple[InjectedItem, list[Chunk]]:
-    """The item and its chunks (one per strategy); validates everything before anything is written."""
+                 agent_id: str = "", now: datetime | None = None, layout: MetadataLayout | None = None
+                 ) -> tuple[InjectedItem, list[Chunk]]:
+    """The item and its chunks (one per strategy); validates everything before anything is written (metadata
+    against ``layout``, the store's: a MetadataError names the caller's key and value)."""
     if not isinstance(text, str) or not text.strip():
         raise ConfigError("inject: text must be a non-empty string")
     if len(text) > MAX_TEXT_CHARS:
@@ -71,7 +73,7 @@ def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata
     # {"_": {"namespace": ...}} would otherwise land on meta_namespace
     reserved = {meta_property_name(r) for r in RESERVED_KEYS}
     clash = sorted({k for k in metadata if k in RESERVED_KEYS} |
-                   {k.removeprefix("meta_") for k in flatten_metadata(metadata) if k in reserved})
+                   {k for k in flatten(metadata) if meta_property_name(k) in reserved})
     if clash:
         raise ConfigError(f"inject: metadata keys {clash} are reserved ({', '.join(RESERVED_KEYS)})")
     if tool and metadata.get(TOOL, tool) != tool:
@@ -91,6 +93,7 @@ def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata
         meta[TOOL] = tool
     if agent_id:
         meta[AGENT] = agent_id
+    (layout or MetadataLayout()).prepare(meta)
     chunks = []
     for strategy in strategies:
         chunk_id = make_chunk_id(item.item_id, strategy, "dynamic", 0, len(text), text)
@@ -104,7 +107,7 @@ def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata
 def inject(store: Any, embedder: Any, strategies: Sequence[str], text: str, scope: Scope,
            **options: Any) -> InjectedItem:
     """Embed once and write the item into every strategy's collection (created when missing)."""
-    item, chunks = build_chunks(text, scope, strategies, **options)
+    item, chunks = build_chunks(text, scope, strategies, layout=store.metadata, **options)
     vector = np.asarray(embedder.encode([text]), dtype=np.float32)
     for chunk in chunks:
         store.ensure_collection(chunk.strategy, embedder.dimension, model_id=embedder.model_id)

@@ -102,6 +102,18 @@ def meta_property_name(key: str) -> str:
     return META_PREFIX + clean
 
 
+def as_text(value: Any) -> str:
+    """A scalar as text metadata stores and compares it: strings as they are, booleans as JSON writes them,
+    numbers by ``str``, dates in ISO form. Ingestion and filters share it, so ``{"year": 2020}`` finds 2020."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
 def parse_iso_date(value: str) -> datetime | None:
     """An ISO-8601 date or date-time as an aware datetime (naive means UTC), or None if it is not one."""
     value = value.strip()
@@ -343,7 +355,7 @@ def _convert(name: str, value: Scalar, base: str | None) -> Any:
         date = parse_iso_date(value) if isinstance(value, str) else None
         return date if date is not None else value
     if base == "TEXT":
-        return value if isinstance(value, str) else str(value)  # ingestion stores str() of mixed values
+        return as_text(value)  # what ingestion stored (ragloom.metadata)
     if base == "BOOL" and isinstance(value, bool):
         return value
     if base in ("INT", "NUMBER") and isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ragloom.metadata import MetadataError, MetadataLayout
 from ragloom.parsing import ATTACHED_TO, ParseLimits, parse_sources
 from ragloom.tables import chunks_to_frame, frame_to_documents
 from ragloom.types import Document, Log, Rejection
@@ -39,8 +40,12 @@ class CollectedDocuments:
 
 
 def collect_documents(sources: Iterable[Source], previous: pd.DataFrame | None, log: Log = print,
-                      limits: ParseLimits | None = None) -> CollectedDocuments:
-    """Parse every source file once (under ``limits``) and classify documents against the previous run's table."""
+                      limits: ParseLimits | None = None, metadata: MetadataLayout | None = None) -> CollectedDocuments:
+    """Parse every source file once (under ``limits``) and classify documents against the previous run's table.
+
+    A document whose metadata ``metadata`` (the stores' layout) refuses (a cap, a value a declared key's type
+    cannot hold) is rejected here with the reason, so that it never reaches a store and the others go on."""
+    layout = metadata or MetadataLayout()
     started = time.monotonic()
     documents: list[Document] = []
     rejections: list[Rejection] = []
@@ -54,10 +59,17 @@ def collect_documents(sources: Iterable[Source], previous: pd.DataFrame | None, 
             if isinstance(doc.metadata.get(ATTACHED_TO), str):  # an attachment names its email by document id
                 doc.metadata[ATTACHED_TO] = f"{source.name}/{doc.metadata[ATTACHED_TO]}"
             doc.source_path = str(source.root / doc.source_path)
-        documents.extend(batch.documents)
+        refused = []
+        for doc in batch.documents:
+            try:
+                layout.prepare(doc.metadata)
+                documents.append(doc)
+            except MetadataError as e:
+                refused.append(Rejection(doc.source_path, "metadata", f"document {doc.document_id}: {e}"))
         rejections.extend(Rejection(str(source.root / r.source_path), r.reason, r.detail) for r in batch.rejections)
-        log(f"source {source.name}: {len(batch.documents)} documents, {len(batch.rejections)} rejected "
-            f"({source.root})")
+        rejections.extend(refused)
+        log(f"source {source.name}: {len(batch.documents) - len(refused)} documents, "
+            f"{len(batch.rejections) + len(refused)} rejected ({source.root})")
 
     kept = _keep_previous_versions(rejections, previous, {d.document_id for d in documents})
     if kept:

@@ -63,6 +63,25 @@ def _env_list(name: str, default: tuple[str, ...], *, formerly: str = "", empty_
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
+METADATA_SCALAR_TYPES = ("TEXT", "INT", "NUMBER", "BOOL", "DATE")
+METADATA_TYPES = (*METADATA_SCALAR_TYPES, *(f"{t}_ARRAY" for t in METADATA_SCALAR_TYPES))
+
+
+def parse_metadata_types(spec: str) -> dict[str, str]:
+    """RAGLOOM_METADATA_TYPES, ``"year:INT, published:DATE"``, as ``{"year": "INT", ...}`` (ragloom.metadata)."""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        key, sep, type_name = part.partition(":")
+        type_name = type_name.strip().upper()
+        if not sep or not key.strip() or type_name not in METADATA_TYPES:
+            raise ConfigError(f"RAGLOOM_METADATA_TYPES: {part!r} is not key:TYPE with TYPE one of "
+                              f"{', '.join(METADATA_TYPES)}")
+        out[key.strip()] = type_name
+    return out
+
+
 SUMMARY_MODES = ("auto", "extractive", "llm")
 METRICS_ACCESS = ("auto", "open", "key")
 
@@ -234,6 +253,16 @@ class Settings:
         "an Office file unzipped (checked from the zip's directory before anything is unpacked: zip bombs)")
     parse_max_sheet_rows: int = _setting(100_000, "rows of one Excel sheet or CSV file")
     parse_max_cells: int = _setting(2_000_000, "cells of all sheets of one workbook together")
+    # metadata: how user and file metadata is stored in the shared collections (ragloom.metadata,
+    # docs/design/metadata.md)
+    metadata_types: str = _setting("",
+        "metadata keys stored typed, 'key:TYPE,...' (TEXT, INT, NUMBER, BOOL, DATE, or one of them + _ARRAY), on top "
+        "of the built-in author, created, modified, date, from, to, cc, last_modified_by; every other key is text")
+    metadata_max_keys: int = _setting(64, "metadata keys one document or injected item may carry (nested keys count)")
+    metadata_max_key_chars: int = _setting(64, "characters of one metadata key (a nested key with its parents)")
+    metadata_max_value_chars: int = _setting(2048, "characters of one metadata value (a list: of all its elements)")
+    metadata_max_properties: int = _setting(512,
+        "undeclared metadata keys one collection may hold (every tenant's together); a write adding more is refused")
     # pipeline
     chunkings: tuple[str, ...] = _setting(DEFAULT_CHUNKINGS,
         "chunkings materialized: any chunker registered with register_chunker (formerly RAGLOOM_STRATEGIES, still "
@@ -381,9 +410,12 @@ class Settings:
             raise ConfigError(f"RAGLOOM_BM25_K1={self.bm25_k1} must be >= 0 and RAGLOOM_BM25_B={self.bm25_b} in [0, 1]")
         if self.result_cache_ttl_seconds < 0 or self.result_cache_size < 1:
             raise ConfigError("RAGLOOM_RESULT_CACHE_TTL_SECONDS must be >= 0 (0 = off), RAGLOOM_RESULT_CACHE_SIZE >= 1")
-        for name in ("parse_max_bytes", "parse_max_unpacked_bytes", "parse_max_sheet_rows", "parse_max_cells"):
+        for name in ("parse_max_bytes", "parse_max_unpacked_bytes", "parse_max_sheet_rows", "parse_max_cells",
+                     "metadata_max_keys", "metadata_max_key_chars", "metadata_max_value_chars",
+                     "metadata_max_properties"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
+        parse_metadata_types(self.metadata_types)
         if self.rerank_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_RERANK_BACKEND={self.rerank_backend!r}: choose torch, onnx or onnx-int8")
 

@@ -28,6 +28,7 @@ from ragloom.errors import RagloomError
 from ragloom.files import replacing
 from ragloom.indexing.compose import cache_folder
 from ragloom.ingest import Source
+from ragloom.metadata import MetadataLayout
 from ragloom.parsing import ParseLimits
 from ragloom.settings import Settings
 
@@ -86,6 +87,10 @@ class CorpusResource(SettingsResource):
     def sources(self) -> list[Source]:
         """Uploads take their scope from their tenant/user/chat subfolders (or a sidecar)."""
         return [Source("docs", self.settings().docs_dir), Source("uploads", self.uploads_root(), scope_from_path=True)]
+
+    def metadata_layout(self) -> MetadataLayout:
+        """How metadata is stored (RAGLOOM_METADATA_*): documents that break it are rejected at parse time."""
+        return MetadataLayout.from_settings(self.settings())
 
     def parse_limits(self) -> ParseLimits:
         """The caps the parsers work under (RAGLOOM_PARSE_*)."""

@@ -32,6 +32,8 @@ class VectorSyncReport(SyncReport):
     write_seconds: float = 0.0  # all Weaviate write time (overlapped with embedding)
     collection_size: int = 0
     reindexed: int = 0  # stored chunks whose vectors were missing from the vector index, re-indexed
+    rejected: int = 0  # chunks refused for their metadata (a cap of the collection): not written, the rest were
+    rejected_reasons: str = ""  # document id: reason, for the first few
 
     derived = ("chunks_per_second",)
 
@@ -82,6 +84,8 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     # Similar lengths in a batch pad less: the order of insertion does not matter to Weaviate.
     new = sorted(todo.new, key=lambda c: len(c.embed_text))
     failures: dict[str, str] = {}
+    rejected: dict[str, str] = {}
+    document_of = {c.chunk_id: c.document_id for c in new}
 
     def embedded() -> Iterator[tuple[list[Chunk], np.ndarray]]:
         for begin in range(0, len(new), batch_size):
@@ -98,10 +102,18 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     def written(result: WriteResult) -> None:
         report.inserted += result.written
         failures.update(result.failed)
+        rejected.update(result.rejected)
 
     times = overlap_writes(embedded(), lambda item: store.write_chunks(strategy, *item), written,
                            thread_name="weaviate-write")
     report.write_seconds = times.work_seconds
+    if rejected:
+        # one document's metadata never fails the sync of everyone else's: it is left out, with its reason
+        reasons = {document_of[cid]: reason for cid, reason in rejected.items()}
+        report.rejected = len(rejected)
+        report.rejected_reasons = "; ".join(f"{doc}: {why}" for doc, why in list(reasons.items())[:5])
+        log(f"{strategy}: {len(rejected)} chunks of {len(reasons)} documents rejected for their metadata: "
+            f"{report.rejected_reasons}")
 
     if todo.stale:
         report.deleted = store.delete_chunks(strategy, todo.stale)

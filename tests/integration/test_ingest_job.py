@@ -115,7 +115,8 @@ def test_graph_asset_extracts_in_worker_processes_inside_a_run(settings, weaviat
 def test_office_email_and_csv_files_ingest_with_headings_tables_and_file_metadata(
         settings, weaviate_store_factory, namespace, tmp_path):
     """A folder with one file of each new format (and a bad one): Word headings and slide titles are heading paths,
-    the file's author and dates are filterable like sidecar metadata, and the broken file is only a rejection."""
+    the file's author and dates are filterable like sidecar metadata, and the broken file and a sidecar with an
+    undated `created` are only rejections."""
     from ragloom.filters import bind, build_where
     from ragloom.types import Scope
 
@@ -125,6 +126,9 @@ def test_office_email_and_csv_files_ingest_with_headings_tables_and_file_metadat
         (docs / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(SAMPLE_CORPUS / rel, docs / rel)
     (docs / "reports" / "broken.docx").write_bytes(b"PK\x03\x04 not a package")
+    # a sidecar whose `created` (a declared DATE) is not a date: that document is rejected, never the sync (#29)
+    (docs / "reports" / "late.md").write_text("# Late memo\n\nThe TideLens memo nobody dated properly.")
+    (docs / "reports" / "late.md.meta.json").write_text('{"metadata": {"created": "last tuesday"}}')
     headered = dataclasses.replace(settings, chunkings=("headered",), graph_chunkings=(), summary_chunkings=())
     defs = _defs(headered, namespace, tmp_path)
     wv = weaviate_store_factory(namespace)
@@ -133,7 +137,8 @@ def test_office_email_and_csv_files_ingest_with_headings_tables_and_file_metadat
     meta = {m.asset_key.to_user_string(): {k: v.value for k, v in m.metadata.items()}
             for m in [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]}
     assert meta["documents"]["documents"] == 7  # six files and the email's attachment
-    assert meta["documents"]["rejected"] == 1 and "broken.docx" in meta["documents"]["rejected_files"]
+    assert meta["documents"]["rejected"] == 2 and "broken.docx" in meta["documents"]["rejected_files"]
+    assert "late.md" in meta["documents"]["rejected_files"] and "last tuesday" in meta["documents"]["rejected_files"]
 
     def where(filters):
         return bind(build_where(Scope(), filters), wv.property_types("headered"))

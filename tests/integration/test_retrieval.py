@@ -23,6 +23,7 @@ from ragloom.evaluation.datasets import load_dataset
 from ragloom.extraction import EntityExtractor, load_nlp
 from ragloom.indexing.graph import sync_graph
 from ragloom.indexing.vectors import sync_vectors
+from ragloom.metadata import MetadataLayout
 from ragloom.parsing import document_hash
 from ragloom.settings import Settings
 from ragloom.stores.embedding_cache import EmbeddingCache
@@ -62,6 +63,7 @@ def index(settings: Settings, models, module_weaviate_store_factory,
             graph_for: tuple[str, ...] = ()) -> Corpus:
         tag = uuid.uuid4().hex[:8]
         vectors = module_weaviate_store_factory(f"TestRet{name}{tag}")
+        vectors.metadata = MEMO_LAYOUT
         graph = module_neo4j_store_factory(f"test_ret_{tag}")
         ns = dataclasses.replace(settings, collection_prefix=vectors.prefix, graph_namespace=graph.namespace)
         cache = EmbeddingCache(settings.artifacts_dir / "embedding_cache")
@@ -459,6 +461,10 @@ SCOPES = {
     "acme_corp": Scope("acme-corp"),  # a tenant whose name extends another's
     "acme_alice": Scope("acme-alice"),  # a tenant named like a path below another
 }
+
+
+# the memos' keys compared by range are declared, as an operator would (RAGLOOM_METADATA_TYPES); status is text
+MEMO_LAYOUT = MetadataLayout(declared={"year": "INT", "published": "DATE", "tags": "TEXT_ARRAY"})
 
 
 def _doc(key: str, text: str, **metadata) -> Document:

@@ -17,6 +17,7 @@ from ragloom.chunking import RecursiveChunker
 from ragloom.embedding import make_embedder
 from ragloom.errors import StoreError
 from ragloom.filters import Condition
+from ragloom.metadata import MetadataError, MetadataLayout
 from ragloom.stores.weaviate import WeaviateStore
 from ragloom.types import Chunk, Document, Scope, sha256_hex
 
@@ -43,6 +44,12 @@ def _scifact() -> tuple[list[dict], dict[str, dict], dict[str, set[str]]]:
     gold = [d for q in QUERY_IDS for d in sorted(qrels[q])]
     ids = list(dict.fromkeys([*gold, *list(corpus)[:30]]))
     return [corpus[i] for i in ids], queries, qrels
+
+
+# the keys this corpus compares by range or type are declared, as an operator would (RAGLOOM_METADATA_TYPES);
+# status and "Review Status" are not: stored as text
+LAYOUT = MetadataLayout(declared={"year": "INT", "score": "NUMBER", "reviewed": "BOOL", "published_at": "DATE",
+                                  "tags": "TEXT_ARRAY"})
 
 
 def _document(i: int, record: dict) -> Document:
@@ -79,6 +86,7 @@ def corpus(embedder):
 def store(module_weaviate_store_factory, corpus) -> WeaviateStore:
     """One collection for the read-only tests, written once."""
     store = module_weaviate_store_factory()
+    store.metadata = LAYOUT
     store.ensure_collection(STRATEGY, corpus["vectors"].shape[1], model_id="test-model")
     assert store.upsert_chunks(STRATEGY, corpus["chunks"], corpus["vectors"]) == len(corpus["chunks"])
     return store
@@ -87,7 +95,9 @@ def store(module_weaviate_store_factory, corpus) -> WeaviateStore:
 @pytest.fixture
 def scratch(weaviate_store_factory) -> WeaviateStore:
     """A store with its own prefix for tests that write."""
-    return weaviate_store_factory()
+    store = weaviate_store_factory()
+    store.metadata = LAYOUT
+    return store
 
 
 def test_schema(store, weaviate_client):
@@ -98,8 +108,8 @@ def test_schema(store, weaviate_client):
     assert vectors.vector_index_config.distance_metric.value == "cosine"
     props = {p.name: p for p in config.properties}
     expected_types = {"chunk_id": "text", "level": "int", "heading_path": "text", "scope_path": "text",
-                      "meta_status": "text", "meta_year": "int", "meta_score": "number", "meta_reviewed": "boolean",
-                      "meta_published_at": "date", "meta_tags": "text[]", "meta_review_status": "text"}
+                      "meta_status": "text[]", "meta_year": "int", "meta_score": "number", "meta_reviewed": "boolean",
+                      "meta_published_at": "date", "meta_tags": "text[]", "meta_review_status": "text[]"}
     for name, data_type in expected_types.items():
         assert props[name].data_type.value == data_type, name
     assert props["chunk_id"].tokenization.value == "field"
@@ -249,12 +259,12 @@ def test_only_the_failing_objects_fail(scratch, corpus):
         scratch.upsert_chunks(STRATEGY, chunks[:2], vectors[:2])
 
 
-def test_metadata_type_conflict_is_refused_before_writing(scratch, corpus):
+def test_a_value_a_declared_type_cannot_hold_is_refused_before_writing(scratch, corpus):
     first = corpus["chunks"][0]
     scratch.ensure_collection(STRATEGY, 384)
     assert scratch.upsert_chunks(STRATEGY, [first], corpus["vectors"][:1]) == 1
     clash = replace(corpus["chunks"][1], metadata={**corpus["chunks"][1].metadata, "published_at": "next spring"})
-    with pytest.raises(StoreError, match=r"'published_at' -> meta_published_at.*DATE"):
+    with pytest.raises(MetadataError, match=r"'published_at': 'next spring' is not an ISO 8601 date"):
         scratch.upsert_chunks(STRATEGY, [clash], corpus["vectors"][1:2])
     assert scratch.count(STRATEGY) == 1
 

@@ -25,7 +25,7 @@ from polling import free_port
 from reliability_support import REPO
 
 from ragloom.cli import main as cli_main
-from ragloom.errors import FilterError
+from ragloom.errors import FilterError, RagloomError
 from ragloom.filters import (
     CORE_FIELDS,
     MAX_CONDITIONS,
@@ -410,9 +410,11 @@ def numbers_collection(settings, module_weaviate_store_factory):
     from reliability_support import HashEmbedder
 
     from ragloom.api import Ragloom
+    from ragloom.metadata import MetadataLayout
     from ragloom.types import Chunk
 
     store = module_weaviate_store_factory()  # dropped, and checked gone, after the module
+    store.metadata = MetadataLayout(declared={"year": "INT", "score": "NUMBER", "published": "DATE"})  # as declared
     chunks = [Chunk(chunk_id=f"c{i}", document_id=f"d{i}", strategy="recursive", text=f"year text {i}", start=0,
                     end=11, token_count=3, position=0,
                     metadata={"year": 2000 + i, "score": i / 3, "published": f"2024-01-0{i + 1}", "status": "x"})
@@ -490,7 +492,11 @@ def test_cli_entry_point_prints_no_traceback(settings, namespace):
 
 # --- the query job's config (what the Launchpad accepts) ------------------------------------------------------
 
-RAGLOOM_ERRORS = {"FilterError", "ScopeError", "RetrievalError", "ConfigError", "StoreError", "Failure"}
+def _family(cls: type) -> set[str]:
+    return {cls.__name__}.union(*(_family(sub) for sub in cls.__subclasses__()))
+
+
+RAGLOOM_ERRORS = _family(RagloomError) | {"Failure"}  # ours (QueryError, FilterError, ...), or Dagster's Failure
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ragloom.errors import StoreError
+from ragloom.metadata import MetadataLayout
 from ragloom.stores.weaviate.errors import store_errors
 
 ITERATOR_PAGE = 2000
@@ -43,12 +44,15 @@ class Inventory:
     (``Settings.collection_prefix``; tests use their own)."""
 
     def __init__(self, client: Any, prefix: str, *, replication_factor: int = 1,
-                 write_consistency: str = "QUORUM", read_consistency: str = "QUORUM") -> None:
+                 write_consistency: str = "QUORUM", read_consistency: str = "QUORUM",
+                 metadata: MetadataLayout | None = None) -> None:
         if not re.fullmatch(r"[A-Z][A-Za-z0-9_]*", prefix or ""):
             raise StoreError(f"collection prefix {prefix!r} must start with an upper-case letter and hold only "
                              "letters, digits and _ (Weaviate class names)")
         self.client = client
         self.prefix = prefix
+        # how metadata is stored: declared keys typed, every other key text (ragloom.metadata); Settings give it
+        self.metadata = metadata or MetadataLayout()
         self._known_properties: dict[str, dict[str, str]] = {}  # collection -> property -> data type
         self._bm25_analyzed: dict[str, bool] = {}  # collection -> written with the current BM25 analyzer
         self.bm25_k1, self.bm25_b = 1.2, 0.75  # BM25 parameters of the collections it creates (Settings)

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import StoreError
-from ragloom.filters import Node
+from ragloom.filters import META_PREFIX, Node
+from ragloom.metadata import MetadataLayout
 from ragloom.stores.analysis import ANALYZER, analyze_query
 from ragloom.stores.weaviate.errors import store_errors
 from ragloom.stores.weaviate.filters import to_weaviate
@@ -39,7 +40,7 @@ class Reads(Inventory):
         items = []
         for obj in res.objects:
             similarity = 1.0 - float(obj.metadata.distance if obj.metadata.distance is not None else 1.0)
-            items.append(_item(obj, similarity, {"dense": similarity}, include_vectors))
+            items.append(_item(obj, similarity, {"dense": similarity}, include_vectors, self.metadata))
         return _ranked(items)
 
     def bm25(self, strategy: str, query: str, k: int, where: Node | None = None,
@@ -57,7 +58,7 @@ class Reads(Inventory):
                 query=query, query_properties=properties, limit=k, filters=to_weaviate(where),
                 include_vector=include_vectors, return_metadata=MetadataQuery(score=True),
                 return_properties=RETURN_PROPERTIES)
-        return _ranked([_scored(o, "bm25", include_vectors) for o in res.objects])
+        return _ranked([_scored(o, "bm25", include_vectors, self.metadata) for o in res.objects])
 
     def hybrid(self, strategy: str, query: str, vector: Sequence[float] | np.ndarray, k: int, alpha: float = 0.5,
                fusion: str = "relative_score", where: Node | None = None,
@@ -76,7 +77,7 @@ class Reads(Inventory):
                 query=keywords or query, vector=_as_list(vector), alpha=alpha, fusion_type=fusion_type,
                 query_properties=properties, limit=k, filters=to_weaviate(where), include_vector=include_vectors,
                 return_metadata=MetadataQuery(score=True), return_properties=RETURN_PROPERTIES)
-        return _ranked([_scored(o, "hybrid", include_vectors) for o in res.objects])
+        return _ranked([_scored(o, "hybrid", include_vectors, self.metadata) for o in res.objects])
 
     def _bm25_query(self, strategy: str, query: str) -> tuple[str, list[str]]:
         """(query text, properties) for BM25: the analysed query on ``bm25_text`` when the collection was
@@ -110,7 +111,7 @@ class Reads(Inventory):
                                                      include_vector=include_vectors,
                                                      return_properties=RETURN_PROPERTIES)
             for obj in res.objects:
-                item = _item(obj, 0.0, {}, include_vectors)
+                item = _item(obj, 0.0, {}, include_vectors, self.metadata)
                 found[item.chunk_id] = item
         return _ranked([found[c] for c in ids if c in found])
 
@@ -126,13 +127,22 @@ class Reads(Inventory):
         return store_errors(f"{what} on {name}", explain=missing)
 
 
-def _scored(obj: Any, lane: str, include_vectors: bool) -> RetrievedItem:
+def _scored(obj: Any, lane: str, include_vectors: bool, layout: MetadataLayout) -> RetrievedItem:
     score = float(obj.metadata.score or 0.0)
-    return _item(obj, score, {lane: score}, include_vectors)
+    return _item(obj, score, {lane: score}, include_vectors, layout)
 
 
-def _item(obj: Any, score: float, lanes: dict[str, float], include_vectors: bool) -> RetrievedItem:
-    props = dict(obj.properties)
+def _item(obj: Any, score: float, lanes: dict[str, float], include_vectors: bool,
+          layout: MetadataLayout) -> RetrievedItem:
+    props = {}
+    for key, value in obj.properties.items():
+        if key.startswith(META_PREFIX):
+            if value is None:  # a key of other chunks, not this one
+                continue
+            # an undeclared key is stored as a list of texts (ragloom.metadata); a scalar comes back as itself
+            if isinstance(value, list) and len(value) == 1 and not layout.is_declared(key):
+                value = value[0]
+        props[key] = value
     parts = props.pop("heading_parts", None)
     heading = props.pop("heading_path", "") or ""
     metadata: dict[str, Any] = {

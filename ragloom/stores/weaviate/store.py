@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from ragloom.metadata import MetadataLayout
 from ragloom.settings import Settings
 from ragloom.stores.base import Closing
 from ragloom.stores.weaviate.admin import Admin
 from ragloom.stores.weaviate.connection import open_client
+from ragloom.stores.weaviate.migrate import Migrate
 from ragloom.stores.weaviate.reads import Reads
 from ragloom.stores.weaviate.selection import Selection
-from ragloom.stores.weaviate.writes import Writes
 
 
-class WeaviateStore(Closing, Admin, Writes, Reads, Selection):
+class WeaviateStore(Closing, Admin, Migrate, Reads, Selection):
     """One collection per chunking strategy, bring-your-own vectors (``schema``): collections created and
-    dropped (``admin``), read back (``inventory``), written (``writes``), searched (``reads``) and selected by
-    filter (``selection``: deletes, counts, scope moves).
+    dropped (``admin``), read back (``inventory``), written (``writes``), moved onto the metadata layout
+    (``migrate``), searched (``reads``) and selected by filter (``selection``: deletes, counts, scope moves).
 
     ``client`` is a connected ``weaviate.WeaviateClient``; ``prefix`` starts every collection name
     (``Settings.collection_prefix``; tests use their own)."""
@@ -25,7 +26,8 @@ class WeaviateStore(Closing, Admin, Writes, Reads, Selection):
         store = cls(open_client(settings), settings.collection_prefix,
                     replication_factor=settings.weaviate_replication_factor,
                     write_consistency=settings.weaviate_write_consistency,
-                    read_consistency=settings.weaviate_read_consistency)
+                    read_consistency=settings.weaviate_read_consistency,
+                    metadata=MetadataLayout.from_settings(settings))
         store._owns_connection = True
         store.bm25_k1, store.bm25_b = settings.bm25_k1, settings.bm25_b
         return store

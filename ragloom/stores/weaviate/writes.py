@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -11,9 +12,10 @@ import numpy as np
 
 from ragloom.errors import StoreError
 from ragloom.filters import META_PREFIX
+from ragloom.metadata import MetadataError, coerce, stored_key
 from ragloom.stores.weaviate.errors import is_weaviate_failure, store_errors
 from ragloom.stores.weaviate.inventory import ITERATOR_PAGE, default_vector
-from ragloom.stores.weaviate.schema import coerce, infer_type, meta_property, object_properties, widen
+from ragloom.stores.weaviate.schema import meta_property, object_properties
 from ragloom.stores.weaviate.versions import Versions
 from ragloom.types import Chunk
 
@@ -39,10 +41,12 @@ class _RequestFailed(Exception):
 
 @dataclass
 class WriteResult:
-    """What a write did: objects written, and chunk id -> error for those that failed after retries."""
+    """What a write did: objects written; chunk id -> error for those that failed after retries; chunk id ->
+    reason for those refused for their metadata (the writer's fault: a declared type, a cap; never retried)."""
 
     written: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
 
 
 def failure_message(collection: str, failed: Mapping[str, str], show: int = 5) -> str:
@@ -69,10 +73,13 @@ class Writes(Versions):
 
     def upsert_chunks(self, strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> int:
         """Write chunks with their vectors (idempotent: uuid5 of the chunk id); StoreError naming any that
-        still fail after bounded retries. Returns the number written."""
+        still fail after bounded retries, MetadataError (a ConfigError) for a chunk whose metadata is refused.
+        Returns the number written."""
         result = self.write_chunks(strategy, chunks, vectors)
         if result.failed:
             raise StoreError(failure_message(self.collection_name(strategy), result.failed))
+        if result.rejected:
+            raise MetadataError(next(iter(result.rejected.values())))
         return result.written
 
     def write_chunks(self, strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> WriteResult:
@@ -90,14 +97,22 @@ class Writes(Versions):
         # Raft leader, and a batch write should not wait on one
         if name not in self._known_properties and not self.exists(strategy):
             raise StoreError(f"collection {name} does not exist: call ensure_collection first")
-        rows = [object_properties(c) for c in chunks]
-        self._ensure_meta_properties(name, chunks, rows)
-        objects = [DataObject(properties=props, uuid=generate_uuid5(c.chunk_id), vector=v.tolist())
+        rows: list[dict[str, Any] | None] = []
+        rejected: dict[int, str] = {}
+        for i, chunk in enumerate(chunks):
+            try:
+                rows.append(object_properties(chunk, self.metadata))
+            except MetadataError as e:
+                rows.append(None)
+                rejected[i] = str(e)
+        refused, unstorable = self._ensure_meta_properties(name, rows)
+        rejected.update(refused)
+        objects = [DataObject(properties=props or {}, uuid=generate_uuid5(c.chunk_id), vector=v.tolist())
                    for c, props, v in zip(chunks, rows, vectors, strict=True)]
         # Weaviate 1.39 stores NaN, inf and all-zero vectors without complaint and then ranks them with NaN
         # scores: refuse them here, per object, like any other failed object (no retry can fix them).
-        invalid = invalid_vectors(vectors)
-        pending = [i for i in range(len(objects)) if i not in invalid]
+        invalid = {**invalid_vectors(vectors), **unstorable}
+        pending = [i for i in range(len(objects)) if i not in invalid and i not in rejected]
         errors: dict[int, str] = {}
         unreachable = ""  # a whole request failed (server down, network): not the objects' fault
         collection = self._collection(strategy, write=True)
@@ -121,8 +136,9 @@ class Writes(Versions):
             # An outage fails the run now, loudly, instead of recording every later batch as failed objects.
             raise StoreError(f"Weaviate: writing to {name} failed after {len(RETRY_DELAYS) + 1} attempts: "
                              f"{unreachable}")
-        failed = {chunks[i].chunk_id: msg for i, msg in sorted({**invalid, **errors}.items())}
-        result = WriteResult(written=len(chunks) - len(failed), failed=failed)
+        failed = {chunks[i].chunk_id: msg for i, msg in sorted({**invalid, **errors}.items()) if i not in rejected}
+        result = WriteResult(written=len(chunks) - len(failed) - len(rejected), failed=failed,
+                             rejected={chunks[i].chunk_id: msg for i, msg in sorted(rejected.items())})
         if result.written:
             self.bump_version(strategy)
         return result
@@ -254,35 +270,49 @@ class Writes(Versions):
             raise
         return {indexes[i]: err.message for i, err in result.errors.items()}
 
-    def _ensure_meta_properties(self, name: str, chunks: list[Chunk], rows: list[dict[str, Any]]) -> None:
-        """Add missing meta_ properties with their inferred types, then coerce every value (in place)."""
+    def _ensure_meta_properties(self, name: str, rows: list[dict[str, Any] | None]) -> tuple[dict[int, str],
+                                                                                          dict[int, str]]:
+        """Add the meta_ properties these rows bring (typed as ``MetadataLayout`` types their keys, never from
+        the values); undeclared ones up to the layout's ``max_properties``. Returns (rejected, failed), row
+        index -> why: a row that needs a property past the cap is rejected (the writer's 400); a row that a
+        collection built before the layout cannot hold fails, naming the migration (``migrate.py``)."""
+        layout = self.metadata
         known = self._properties(name)
-        seen: dict[str, set[str]] = {}
-        for row in rows:
-            for key, value in row.items():
-                if key.startswith(META_PREFIX) and key not in known:
-                    seen.setdefault(key, set()).add(infer_type(value) or "TEXT")
-        if seen:
-            for key, types in sorted(seen.items()):
-                with store_errors(f"add property {key} to {name}"):
-                    try:
-                        self.client.collections.use(name).config.add_property(meta_property(key, widen(types)))
-                    except Exception:
-                        # a concurrent writer may have added it: re-read the schema before giving up
-                        if key not in self._properties(name, refresh=True):
-                            raise
-            known = self._properties(name, refresh=True)
-        for chunk, row in zip(chunks, rows, strict=True):
-            for key, value in row.items():
-                if not key.startswith(META_PREFIX):
-                    continue
-                type_name = known.get(key, "TEXT")
+        wanted = sorted({k for row in rows if row for k in row if k.startswith(META_PREFIX)} - set(known))
+        if wanted:
+            known = self._properties(name, refresh=True)  # another writer may have added them meanwhile
+            wanted = [k for k in wanted if k not in known]
+        room = layout.max_properties - sum(1 for k in known if k.startswith(META_PREFIX)
+                                           and not layout.is_declared(k))
+        undeclared = [k for k in wanted if not layout.is_declared(k)]
+        for key in [k for k in wanted if layout.is_declared(k)] + undeclared[:max(room, 0)]:
+            with store_errors(f"add property {key} to {name}"):
                 try:
-                    row[key] = coerce(value, type_name)
-                except ValueError as e:
-                    raise StoreError(f"chunk {chunk.chunk_id} of document {chunk.document_id}: metadata "
-                                     f"{key.removeprefix(META_PREFIX)!r} -> {key}: {e} (the property is "
-                                     f"{type_name} since its first value)") from e
+                    self.client.collections.use(name).config.add_property(meta_property(key, layout.type_of(key)))
+                except Exception:
+                    if key not in self._properties(name, refresh=True):
+                        raise
+        if wanted:
+            known = self._properties(name, refresh=True)
+        rejected: dict[int, str] = {}
+        failed: dict[int, str] = {}
+        for i, row in enumerate(rows):
+            if row is None:
+                continue
+            for key in [k for k in row if k.startswith(META_PREFIX)]:
+                if key not in known:
+                    rejected[i] = (f"metadata {stored_key(key)!r}: no new metadata keys are accepted, this "
+                                   f"collection holds the most it may ({layout.max_properties}, "
+                                   "RAGLOOM_METADATA_MAX_PROPERTIES)")
+                    break
+                if known[key] != layout.type_of(key):
+                    legacy = _legacy_value(row[key], known[key])
+                    if legacy is None:
+                        failed[i] = (f"metadata {stored_key(key)!r}: collection {name} predates the metadata "
+                                     "layout; the operator runs `ragloom metadata migrate` (docs/design/metadata.md)")
+                        break
+                    row[key] = legacy
+        return rejected, failed
 
     def delete_chunks(self, strategy: str, chunk_ids: Iterable[str]) -> int:
         """Delete objects by chunk id (batched by uuid); returns how many were deleted."""
@@ -312,6 +342,37 @@ class Writes(Versions):
         if deleted:
             self.bump_version(strategy)
         return deleted
+
+
+def _legacy_value(value: Any, legacy_type: str) -> Any:
+    """A value as the layout stores it (texts, for an undeclared key), fitted into a property an older layout
+    typed otherwise; None if it does not fit: ``["3"]`` into an INT is 3, ``["high"]`` is None."""
+    scalar = legacy_type.removesuffix("_ARRAY")
+    items = value if isinstance(value, list) else [value]
+    if not legacy_type.endswith("_ARRAY"):
+        if len(items) != 1:
+            return None
+        items = items[:1]
+    fitted = []
+    for item in items:
+        if isinstance(item, str) and scalar in ("INT", "NUMBER", "BOOL"):
+            item = _parsed_text(item)
+        try:
+            fitted.append(coerce(item, scalar))
+        except ValueError:
+            return None
+    return fitted if legacy_type.endswith("_ARRAY") else fitted[0]
+
+
+def _parsed_text(text: str) -> Any:
+    """What ``as_text`` made a number or a boolean into, back again; other text as it is."""
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(text) if re.fullmatch(r"-?\d+", text) else number
 
 
 def _as_data_object(obj: Any) -> Any:

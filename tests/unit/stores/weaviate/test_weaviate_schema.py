@@ -1,4 +1,4 @@
-"""The Weaviate store's pure parts: metadata naming, type inference, widening, coercion, the object a chunk
+"""The Weaviate store's pure parts: metadata naming and coercion, the object a chunk
 becomes, the property configurations, and the one classifier of Weaviate failures (no server)."""
 
 from __future__ import annotations
@@ -13,49 +13,24 @@ from weaviate.exceptions import WeaviateConnectionError, WeaviateQueryError, Wea
 
 from ragloom.errors import StoreError
 from ragloom.filters import meta_property_name
+from ragloom.metadata import MetadataLayout, as_date, coerce
 from ragloom.stores.weaviate.errors import is_weaviate_failure, store_errors
-from ragloom.stores.weaviate.schema import (
-    CORE_PROPERTIES,
-    as_date,
-    coerce,
-    core_properties,
-    flatten_metadata,
-    infer_type,
-    meta_property,
-    object_properties,
-    widen,
-)
+from ragloom.stores.weaviate.schema import CORE_PROPERTIES, core_properties, meta_property, object_properties
 from ragloom.types import HEADING_SEPARATOR, Chunk, Scope
 
 
-def test_meta_names_types_and_coercion():
+def test_meta_names_and_coercion():
     assert meta_property_name("Review Status") == meta_property_name("review-status") == "meta_review_status"
-    assert flatten_metadata({"title": "t", "source_path": "p", "a": {"b": 1, "c": None}, "x": None}) == {
-        "meta_a_b": 1}
-    assert [infer_type(v) for v in (True, 3, 2.5, "2024-01-05", "2024-01-05T10:00:00+02:00", "draft",
-                                    ["a", "b"], [1, 2], [1, 2.5], [True], [], float("nan"), None)] == [
-        "BOOL", "INT", "NUMBER", "DATE", "DATE", "TEXT", "TEXT_ARRAY", "INT_ARRAY", "NUMBER_ARRAY", "BOOL_ARRAY",
-        None, None, None]
-    assert widen({"INT", "NUMBER"}) == "NUMBER" and widen({"DATE", "TEXT"}) == "TEXT"
-    assert widen({"TEXT", "INT_ARRAY"}) == "TEXT_ARRAY"
     assert coerce("2024-01-05", "DATE") == datetime(2024, 1, 5, tzinfo=UTC)
     assert coerce(date(2024, 1, 5), "DATE") == datetime(2024, 1, 5, tzinfo=UTC)
     assert coerce("2024-01-05", "TEXT") == "2024-01-05"
     assert coerce(3, "NUMBER") == 3.0 and coerce(4.0, "INT") == 4
-    assert coerce("x", "TEXT_ARRAY") == ["x"]
-    for value, data_type in ((4.5, "INT"), ("soon", "DATE"), (1, "BOOL"), (True, "INT")):
+    assert coerce("x", "TEXT_ARRAY") == ["x"] and coerce([1, True, None], "TEXT_ARRAY") == ["1", "true"]
+    assert coerce([], "TEXT_ARRAY") is None and coerce(float("nan"), "NUMBER") is None
+    for value, data_type in ((4.5, "INT"), ("soon", "DATE"), (1, "BOOL"), (True, "INT"), (["a"], "TEXT"),
+                             (2**70, "INT")):
         with pytest.raises(ValueError):
             coerce(value, data_type)
-
-
-def test_widen_holds_every_value_of_the_types_it_joins():
-    values = {"BOOL": True, "INT": 3, "NUMBER": 2.5, "DATE": "2024-01-05", "TEXT": "x", "INT_ARRAY": [1],
-              "NUMBER_ARRAY": [1.5], "TEXT_ARRAY": ["a"], "BOOL_ARRAY": [False]}
-    for a in values:
-        for b in values:
-            wide = widen({a, b})
-            for name in (a, b):
-                coerce(values[name], wide)  # never raises: the widened type stores both
 
 
 def test_dates_are_aware_and_naive_means_utc():
@@ -73,14 +48,16 @@ def test_a_chunk_becomes_core_properties_and_its_metadata():
                   embed_text="A > B > C body", scope=Scope("acme", "alice"),
                   metadata={"title": "T", "source_path": "docs/a.md", "Review Status": "ok", "nested": {"n": 1},
                             "empty": [], "gone": None})
-    props = object_properties(chunk)
+    props = object_properties(chunk, MetadataLayout())
     assert set(props) - set(CORE_PROPERTIES) == {"meta_review_status", "meta_nested_n"}
+    assert (props["meta_review_status"], props["meta_nested_n"]) == (["ok"], ["1"])  # undeclared: text
     assert props["heading_path"] == HEADING_SEPARATOR.join(["A", "B > C"])
     assert props["heading_parts"] == ["A", "B > C"]  # the exact pieces, even with the separator inside one
     assert (props["title"], props["source_path"], props["parent_id"]) == ("T", "docs/a.md", "p1")
     assert (props["scope_path"], props["scope_tenant"], props["scope_user"]) == ("acme/alice", "acme", "alice")
     assert "parent_id" not in object_properties(Chunk(chunk_id="c2", document_id="d1", strategy="recursive",
-                                                      text="x", start=0, end=1, token_count=1, position=0))
+                                                      text="x", start=0, end=1, token_count=1, position=0),
+                                                MetadataLayout())
 
 
 def test_property_configurations():
