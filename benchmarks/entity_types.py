@@ -154,7 +154,8 @@ def main() -> None:
             store.close()
     total = Counter()
     for corpus, r in results.items():
-        total.update({"n": r["n"], "right": round(r["accuracy"] * r["n"]), "place": round(r["place_accuracy"] * r["n"])})
+        total.update({"n": r["n"], "right": round(r["accuracy"] * r["n"]),
+                      "place": round(r["place_accuracy"] * r["n"])})
         print(f"{corpus}: {r['n']} names, type accuracy {r['accuracy']:.3f}, places as one {r['place_accuracy']:.3f}, "
               f"{r['missing']} not in graph")
         for line in r["wrong"]:

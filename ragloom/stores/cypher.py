@@ -75,7 +75,7 @@ UNWIND $rows AS row
 MATCH (c:Chunk {ns: $ns, chunk_id: row.chunk_id})
 MATCH (e:Entity {ns: $ns, entity_id: row.entity_id})
 MERGE (c)-[m:MENTIONS]->(e)
-SET m.count = row.count
+SET m.count = row.count, m.labels = row.labels, m.label_counts = row.label_counts
 """
 
 # Evidence is a list of chunk ids with a parallel list of per-chunk weights, so withdrawing a chunk
@@ -98,6 +98,29 @@ UPDATE_CHUNK_COUNTS = """
 UNWIND $entity_ids AS entity_id
 MATCH (e:Entity {ns: $ns, entity_id: entity_id})
 SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }
+"""
+
+# An entity's type votes (NER label -> spans) summed over the MENTIONS of every chunk that names it, in
+# parallel lists on the node. Recounted like chunk_count, so a re-run or a deletion leaves the exact tally;
+# the caller decides the type from them (ragloom.extraction.resolution.voted_type) and sets it (SET_TYPES).
+UPDATE_TYPE_VOTES = """
+UNWIND $entity_ids AS entity_id
+MATCH (e:Entity {ns: $ns, entity_id: entity_id})
+CALL (e) {
+  OPTIONAL MATCH (:Chunk)-[m:MENTIONS]->(e)
+  UNWIND range(0, size(coalesce(m.labels, [])) - 1) AS i
+  WITH m.labels[i] AS label, sum(m.label_counts[i]) AS votes
+  ORDER BY label
+  RETURN collect(label) AS labels, collect(votes) AS votes
+}
+SET e.type_labels = labels, e.type_votes = votes
+RETURN e.entity_id AS entity_id, e.type AS type, labels, votes
+"""
+
+SET_TYPES = """
+UNWIND $rows AS row
+MATCH (e:Entity {ns: $ns, entity_id: row.entity_id})
+SET e.type = row.type
 """
 
 # Entity-name embeddings (float32 bytes, unit length), the embedder that made them and the synonym settings
@@ -343,6 +366,8 @@ write_relations = _batch_builder(WRITE_RELATIONS)
 write_synonyms = _batch_builder(WRITE_SYNONYMS)
 # (ns, ids) -> Query: one list of ids
 update_chunk_counts = _batch_builder(UPDATE_CHUNK_COUNTS, "entity_ids")
+update_type_votes = _batch_builder(UPDATE_TYPE_VOTES, "entity_ids")
+set_types = _batch_builder(SET_TYPES)
 drop_synonyms = _batch_builder(DROP_SYNONYMS, "entity_ids")
 mark_extracted = _batch_builder(MARK_EXTRACTED, "chunk_ids")
 withdraw_evidence = _batch_builder(WITHDRAW_EVIDENCE, "chunk_ids")
