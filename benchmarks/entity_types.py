@@ -7,6 +7,9 @@ seeded MuSiQue subset the labels were drawn from (one chunk per passage, 50 pass
 are scored coarsely: PERSON, ORG, GPE and LOC as themselves, every other label as ``other``; ``place``
 accuracy also counts GPE/LOC for each other. A labelled name the graph does not hold counts as wrong.
 
+Also, over every entity (labelled or not): how many hold the type the same corpus gets when synced in one go,
+i.e. how far the batch order decides a type.
+
     python benchmarks/entity_types.py [--batch-musique 50] [--one-batch]
     python benchmarks/entity_types.py --candidates musique   # names to label: seeded sample with context
 """
@@ -71,6 +74,27 @@ def ingest(store: Neo4jStore, extractor, batches: list[list[Chunk]]) -> None:
     for batch in batches:
         seen.extend(batch)
         sync_graph(store, extractor, "recursive", list(seen), log=lambda _: None)
+
+
+def build(settings: Settings, extractor, batches: list[list[Chunk]]) -> dict[str, list[tuple[int, str, str]]]:
+    """The stored types of a graph synced batch after batch, in a namespace of its own (cleared after)."""
+    store = Neo4jStore.connect(settings, namespace=f"bench-types-{uuid.uuid4().hex[:8]}")
+    try:
+        ingest(store, extractor, batches)
+        return stored_types(store)
+    finally:
+        store.clear()
+        store.close()
+
+
+def order_agreement(held: dict[str, list[tuple[int, str, str]]],
+                    one_sync: dict[str, list[tuple[int, str, str]]]) -> tuple[int, int]:
+    """(entities typed as in the one-sync graph, entities compared): by canonical name, names of one entity only."""
+    def typed(h: dict[str, list[tuple[int, str, str]]]) -> dict[str, str]:
+        return {name: t for found in h.values() if len(found) == 1 for _, t, name in found}
+    a, b = typed(held), typed(one_sync)
+    common = set(a) & set(b)
+    return sum(a[n] == b[n] for n in common), len(common)
 
 
 def stored_types(store: Neo4jStore) -> dict[str, list[tuple[int, str, str]]]:
@@ -142,22 +166,19 @@ def main() -> None:
                     for i in range(0, MUSIQUE_PASSAGES, args.batch_musique)],
     }
     results = {}
+    agreement = {}
     for corpus, batches in corpora.items():
-        if args.one_batch:
-            batches = [[c for b in batches for c in b]]
-        store = Neo4jStore.connect(settings, namespace=f"bench-types-{uuid.uuid4().hex[:8]}")
-        try:
-            ingest(store, extractor, batches)
-            results[corpus] = score(gold[corpus]["entities"], stored_types(store))
-        finally:
-            store.clear()
-            store.close()
+        one_sync = build(settings, extractor, [[c for b in batches for c in b]])
+        held = one_sync if args.one_batch else build(settings, extractor, batches)
+        results[corpus] = score(gold[corpus]["entities"], held)
+        agreement[corpus] = order_agreement(held, one_sync)
     total = Counter()
     for corpus, r in results.items():
         total.update({"n": r["n"], "right": round(r["accuracy"] * r["n"]),
                       "place": round(r["place_accuracy"] * r["n"])})
         print(f"{corpus}: {r['n']} names, type accuracy {r['accuracy']:.3f}, places as one {r['place_accuracy']:.3f}, "
-              f"{r['missing']} not in graph")
+              f"{r['missing']} not in graph; {agreement[corpus][0]} of {agreement[corpus][1]} entities typed as "
+              f"when synced in one go")
         for line in r["wrong"]:
             print(f"    {line}")
     print(f"all: {total['n']} names, type accuracy {total['right'] / total['n']:.3f}, "
