@@ -92,28 +92,24 @@ SET r.chunk_ids = r.chunk_ids + [i IN fresh | row.chunk_ids[i]],
     r.weight = r.weight + reduce(total = 0, i IN fresh | total + row.weights[i])
 """
 
-# Recounted, not incremented: a re-run of a half-written wave or a deletion leaves the exact figure. Only
-# chunks start MENTIONS, one per (chunk, entity) (MERGE), so the degree is the number of distinct chunks.
-UPDATE_CHUNK_COUNTS = """
-UNWIND $entity_ids AS entity_id
-MATCH (e:Entity {ns: $ns, entity_id: entity_id})
-SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }
-"""
-
-# An entity's type votes (NER label -> spans) summed over the MENTIONS of every chunk that names it, in
-# parallel lists on the node. Recounted like chunk_count, so a re-run or a deletion leaves the exact tally;
-# the caller decides the type from them (ragloom.extraction.resolution.voted_type) and sets it (SET_TYPES).
-UPDATE_TYPE_VOTES = """
+# Recounted, not incremented: a re-run of a half-written wave or a deletion leaves the exact figures. Only
+# chunks start MENTIONS, one per (chunk, entity) (MERGE), so the degree is the number of distinct chunks. The
+# type votes (NER label -> spans) are summed over those MENTIONS into parallel lists on the node; the rows
+# returned are the entities whose stored type no longer has the most votes, for the caller to retype
+# (ragloom.extraction.resolution.voted_type decides; SET_TYPES writes).
+UPDATE_ENTITY_COUNTS = """
 UNWIND $entity_ids AS entity_id
 MATCH (e:Entity {ns: $ns, entity_id: entity_id})
 CALL (e) {
-  OPTIONAL MATCH (:Chunk)-[m:MENTIONS]->(e)
+  MATCH (:Chunk)-[m:MENTIONS]->(e)
   UNWIND range(0, size(coalesce(m.labels, [])) - 1) AS i
   WITH m.labels[i] AS label, sum(m.label_counts[i]) AS votes
   ORDER BY label
   RETURN collect(label) AS labels, collect(votes) AS votes
 }
-SET e.type_labels = labels, e.type_votes = votes
+SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }, e.type_labels = labels, e.type_votes = votes
+WITH e, labels, votes, reduce(top = 0, v IN votes | CASE WHEN v > top THEN v ELSE top END) AS top
+WHERE top > 0 AND NOT e.type IN [i IN range(0, size(labels) - 1) WHERE votes[i] = top | labels[i]]
 RETURN e.entity_id AS entity_id, e.type AS type, labels, votes
 """
 
@@ -365,8 +361,7 @@ write_mentions = _batch_builder(WRITE_MENTIONS)
 write_relations = _batch_builder(WRITE_RELATIONS)
 write_synonyms = _batch_builder(WRITE_SYNONYMS)
 # (ns, ids) -> Query: one list of ids
-update_chunk_counts = _batch_builder(UPDATE_CHUNK_COUNTS, "entity_ids")
-update_type_votes = _batch_builder(UPDATE_TYPE_VOTES, "entity_ids")
+update_entity_counts = _batch_builder(UPDATE_ENTITY_COUNTS, "entity_ids")
 set_types = _batch_builder(SET_TYPES)
 drop_synonyms = _batch_builder(DROP_SYNONYMS, "entity_ids")
 mark_extracted = _batch_builder(MARK_EXTRACTED, "chunk_ids")

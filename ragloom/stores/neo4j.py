@@ -197,9 +197,7 @@ class Neo4jStore(Closing):
                          "labels": [label for label, _ in m.labels], "label_counts": [n for _, n in m.labels]}
                         for m in extraction.mentions]
         self._write_rows(cypher.write_mentions, mention_rows)
-        mentioned = sorted({m.entity_id for m in extraction.mentions})
-        self._write_rows(cypher.update_chunk_counts, mentioned)
-        self.update_types(mentioned)
+        self.update_entity_counts(sorted({m.entity_id for m in extraction.mentions}))
         evidence: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)
         for r in extraction.relations:
             per_chunk = evidence[(r.source_id, r.target_id, r.type)]
@@ -234,22 +232,20 @@ class Neo4jStore(Closing):
         for batch in cypher.batched(sorted(entities), self.batch_size):
             counts["entities_deleted"] += self._run(
                 cypher.delete_orphan_entities(self.namespace, batch), write=True)[0]["deleted"]
-        self._write_rows(cypher.update_chunk_counts, sorted(entities))  # the survivors among them
-        self.update_types(sorted(entities))
+        self.update_entity_counts(sorted(entities))  # the survivors among them
         for batch in cypher.batched(sorted(documents), self.batch_size):
             counts["documents_deleted"] += self._run(
                 cypher.delete_empty_documents(self.namespace, batch), write=True)[0]["deleted"]
         return counts
 
-    def update_types(self, entity_ids: Sequence[str]) -> dict[str, str]:
-        """Recount these entities' type votes from their mentions and set each type to the vote's winner
-        (``voted_type``: a tie keeps the stored type). Returns {entity id: new type} of the types that moved."""
+    def update_entity_counts(self, entity_ids: Sequence[str]) -> dict[str, str]:
+        """Recount these entities' chunk counts and type votes from their mentions, and retype each whose stored
+        type lost the vote (``voted_type``: a tie keeps the stored type). Returns {entity id: new type} of the
+        types that moved."""
         moved: dict[str, str] = {}
         for batch in cypher.batched(list(entity_ids), self.batch_size):
-            for r in self._run(cypher.update_type_votes(self.namespace, batch), write=True):
-                winner = voted_type(dict(zip(r["labels"], r["votes"], strict=True)), r["type"])
-                if winner != r["type"]:
-                    moved[r["entity_id"]] = winner
+            for r in self._run(cypher.update_entity_counts(self.namespace, batch), write=True):
+                moved[r["entity_id"]] = voted_type(dict(zip(r["labels"], r["votes"], strict=True)), r["type"])
         self._write_rows(cypher.set_types, [{"entity_id": eid, "type": t} for eid, t in sorted(moved.items())])
         return moved
 
