@@ -121,7 +121,8 @@ def ingest_scaled(settings, embedder, documents, scale_to: int, log) -> dict:
                 copy = dataclasses.replace(
                     extraction,
                     entities=[Entity(e.entity_id + tag, e.name, e.type, e.aliases) for e in extraction.entities],
-                    mentions=[Mention(rename[m.chunk_id], m.entity_id + tag, m.count) for m in extraction.mentions],
+                    mentions=[Mention(rename[m.chunk_id], m.entity_id + tag, m.count, m.labels)
+                              for m in extraction.mentions],
                     relations=[Relation(r.source_id + tag, r.target_id + tag, r.type, rename[r.chunk_id], r.weight)
                                for r in extraction.relations],
                     keys={e + tag: v for e, v in extraction.keys.items()},

@@ -165,6 +165,7 @@ class Mention:
     chunk_id: str
     entity_id: str
     count: int
+    labels: tuple[tuple[str, int], ...] = ()  # (NER label, spans) of its mentions in this chunk: type votes
 
 
 @dataclass(frozen=True)

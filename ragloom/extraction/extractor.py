@@ -319,7 +319,12 @@ class EntityExtractor:
         for parse in parses:
             ids = [resolution.entity_of.get((s.label, s.text)) for s in parse.spans]
             counts = Counter(eid for eid in ids if eid is not None)
-            mentions.extend(Mention(parse.chunk_id, eid, n) for eid, n in sorted(counts.items()))
+            labels: dict[str, Counter[str]] = defaultdict(Counter)  # entity id -> NER label -> spans
+            for span, eid in zip(parse.spans, ids, strict=True):
+                if eid is not None:
+                    labels[eid][span.label] += 1
+            mentions.extend(Mention(parse.chunk_id, eid, n, tuple(sorted(labels[eid].items())))
+                            for eid, n in sorted(counts.items()))
             weights: Counter[tuple[str, str, str]] = Counter()
             by_sentence: dict[int, list[str]] = defaultdict(list)
             for span, eid in zip(parse.spans, ids, strict=True):

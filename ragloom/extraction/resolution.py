@@ -1,7 +1,8 @@
 """Entity resolution: normalized names, and surface forms merged into canonical entities.
 
 One name seen under several NER labels ("Bergen" as GPE and ORG) is one entity, typed by its most frequent
-label, unless the mentions are evidence of two things (see ``two_things``).
+label, unless the mentions are evidence of two things (see ``two_things``). A batch resolves onto the types
+already stored; the stored type itself follows the vote of every mention in the graph (``voted_type``).
 
 Pure Python (no spaCy), so the stores and tests can use it without loading a pipeline.
 """
@@ -224,6 +225,16 @@ def canonical_types(counts: Mapping[tuple[str, str], int], known: Iterable[tuple
                 if etype != target and (etype, key) not in known:
                     moves[(etype, key)] = target
     return moves
+
+
+def voted_type(votes: Mapping[str, int], current: str) -> str:
+    """An entity's type from the NER labels of all its mentions in the corpus (label -> spans): the label with
+    the most, and ``current`` while it is among the most (a tie never moves a type, so a type changes only
+    when the evidence does). With no votes (mentions written before labels were kept), ``current``."""
+    top = max(votes.values(), default=0)
+    if top <= 0 or votes.get(current, 0) == top:
+        return current
+    return min(label for label, n in votes.items() if n == top)
 
 
 def two_things(kind_mentions: Mapping[str, int]) -> bool:

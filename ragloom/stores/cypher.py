@@ -75,7 +75,7 @@ UNWIND $rows AS row
 MATCH (c:Chunk {ns: $ns, chunk_id: row.chunk_id})
 MATCH (e:Entity {ns: $ns, entity_id: row.entity_id})
 MERGE (c)-[m:MENTIONS]->(e)
-SET m.count = row.count
+SET m.count = row.count, m.labels = row.labels, m.label_counts = row.label_counts
 """
 
 # Evidence is a list of chunk ids with a parallel list of per-chunk weights, so withdrawing a chunk
@@ -92,12 +92,31 @@ SET r.chunk_ids = r.chunk_ids + [i IN fresh | row.chunk_ids[i]],
     r.weight = r.weight + reduce(total = 0, i IN fresh | total + row.weights[i])
 """
 
-# Recounted, not incremented: a re-run of a half-written wave or a deletion leaves the exact figure. Only
-# chunks start MENTIONS, one per (chunk, entity) (MERGE), so the degree is the number of distinct chunks.
-UPDATE_CHUNK_COUNTS = """
+# Recounted, not incremented: a re-run of a half-written wave or a deletion leaves the exact figures. Only
+# chunks start MENTIONS, one per (chunk, entity) (MERGE), so the degree is the number of distinct chunks. The
+# type votes (NER label -> spans) are summed over those MENTIONS into parallel lists on the node; the rows
+# returned are the entities whose stored type no longer has the most votes, for the caller to retype
+# (ragloom.extraction.resolution.voted_type decides; SET_TYPES writes).
+UPDATE_ENTITY_COUNTS = """
 UNWIND $entity_ids AS entity_id
 MATCH (e:Entity {ns: $ns, entity_id: entity_id})
-SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }
+CALL (e) {
+  MATCH (:Chunk)-[m:MENTIONS]->(e)
+  UNWIND range(0, size(coalesce(m.labels, [])) - 1) AS i
+  WITH m.labels[i] AS label, sum(m.label_counts[i]) AS votes
+  ORDER BY label
+  RETURN collect(label) AS labels, collect(votes) AS votes
+}
+SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }, e.type_labels = labels, e.type_votes = votes
+WITH e, labels, votes, reduce(top = 0, v IN votes | CASE WHEN v > top THEN v ELSE top END) AS top
+WHERE top > 0 AND NOT e.type IN [i IN range(0, size(labels) - 1) WHERE votes[i] = top | labels[i]]
+RETURN e.entity_id AS entity_id, e.type AS type, labels, votes
+"""
+
+SET_TYPES = """
+UNWIND $rows AS row
+MATCH (e:Entity {ns: $ns, entity_id: row.entity_id})
+SET e.type = row.type
 """
 
 # Entity-name embeddings (float32 bytes, unit length), the embedder that made them and the synonym settings
@@ -342,7 +361,8 @@ write_mentions = _batch_builder(WRITE_MENTIONS)
 write_relations = _batch_builder(WRITE_RELATIONS)
 write_synonyms = _batch_builder(WRITE_SYNONYMS)
 # (ns, ids) -> Query: one list of ids
-update_chunk_counts = _batch_builder(UPDATE_CHUNK_COUNTS, "entity_ids")
+update_entity_counts = _batch_builder(UPDATE_ENTITY_COUNTS, "entity_ids")
+set_types = _batch_builder(SET_TYPES)
 drop_synonyms = _batch_builder(DROP_SYNONYMS, "entity_ids")
 mark_extracted = _batch_builder(MARK_EXTRACTED, "chunk_ids")
 withdraw_evidence = _batch_builder(WITHDRAW_EVIDENCE, "chunk_ids")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ragloom.errors import ConfigError, StoreError
-from ragloom.extraction.resolution import KnownEntity
+from ragloom.extraction.resolution import KnownEntity, voted_type
 from ragloom.stores import cypher
 from ragloom.stores.base import Closing
 from ragloom.types import Chunk
@@ -193,10 +193,11 @@ class Neo4jStore(Closing):
                                 "norm": keys[0] if keys else e.name.casefold(),
                                 "aliases": [e.name, *e.aliases], "alias_norms": list(keys[1:])})
         self._write_rows(cypher.upsert_entities, entity_rows)
-        mention_rows = [{"chunk_id": m.chunk_id, "entity_id": m.entity_id, "count": m.count}
+        mention_rows = [{"chunk_id": m.chunk_id, "entity_id": m.entity_id, "count": m.count,
+                         "labels": [label for label, _ in m.labels], "label_counts": [n for _, n in m.labels]}
                         for m in extraction.mentions]
         self._write_rows(cypher.write_mentions, mention_rows)
-        self._write_rows(cypher.update_chunk_counts, sorted({m.entity_id for m in extraction.mentions}))
+        self.update_entity_counts(sorted({m.entity_id for m in extraction.mentions}))
         evidence: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)
         for r in extraction.relations:
             per_chunk = evidence[(r.source_id, r.target_id, r.type)]
@@ -231,11 +232,22 @@ class Neo4jStore(Closing):
         for batch in cypher.batched(sorted(entities), self.batch_size):
             counts["entities_deleted"] += self._run(
                 cypher.delete_orphan_entities(self.namespace, batch), write=True)[0]["deleted"]
-        self._write_rows(cypher.update_chunk_counts, sorted(entities))  # the survivors among them
+        self.update_entity_counts(sorted(entities))  # the survivors among them
         for batch in cypher.batched(sorted(documents), self.batch_size):
             counts["documents_deleted"] += self._run(
                 cypher.delete_empty_documents(self.namespace, batch), write=True)[0]["deleted"]
         return counts
+
+    def update_entity_counts(self, entity_ids: Sequence[str]) -> dict[str, str]:
+        """Recount these entities' chunk counts and type votes from their mentions, and retype each whose stored
+        type lost the vote (``voted_type``: a tie keeps the stored type). Returns {entity id: new type} of the
+        types that moved."""
+        moved: dict[str, str] = {}
+        for batch in cypher.batched(list(entity_ids), self.batch_size):
+            for r in self._run(cypher.update_entity_counts(self.namespace, batch), write=True):
+                moved[r["entity_id"]] = voted_type(dict(zip(r["labels"], r["votes"], strict=True)), r["type"])
+        self._write_rows(cypher.set_types, [{"entity_id": eid, "type": t} for eid, t in sorted(moved.items())])
+        return moved
 
     def write_entity_embeddings(self, entity_ids: list[str], vectors: np.ndarray, model: str, linked: str) -> int:
         """Store each entity's name embedding (float32 bytes, :func:`encode_vector`), the id of the embedder that

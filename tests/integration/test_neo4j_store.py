@@ -8,6 +8,7 @@ import pytest
 
 from ragloom.errors import StoreError
 from ragloom.extraction.extractor import COOCCURS, Extraction
+from ragloom.retrieval.graph_index import build_graph
 from ragloom.settings import Settings
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.types import Chunk, Entity, Mention, Relation, Scope
@@ -237,3 +238,38 @@ def test_connect_uses_settings_namespace(settings: Settings, namespace):
     with Neo4jStore.connect(dataclasses.replace(settings, graph_namespace=namespace)) as s:
         assert s.namespace == namespace
         assert s.chunk_ids() == set()
+
+
+def _types(driver, ns: str) -> dict[str, tuple[str, dict[str, int]]]:
+    records, _, _ = driver.execute_query(
+        "MATCH (e:Entity {ns: $ns}) RETURN e.entity_id AS id, e.type AS type, e.type_labels AS labels, "
+        "e.type_votes AS votes", ns=ns)
+    return {r["id"]: (r["type"], dict(zip(r["labels"] or [], r["votes"] or [], strict=True))) for r in records}
+
+
+def test_the_type_follows_the_vote_of_every_mention_and_moves_back_when_chunks_go(store, neo4j_driver, namespace):
+    """Votes hand-tallied: the first batch calls Amara a PERSON twice; three later chunks call her an ORG once
+    each (the sample corpus's error); removing them withdraws their votes, and a tie keeps the stored type."""
+    chunks = [chunk(f"c{i}", "d1", i) for i in range(1, 5)]
+    store.upsert_chunks(chunks)
+    amara = entity("amara", "Amara Lindqvist", "PERSON")
+    store.write_extraction(extraction([amara], [Mention("c1", "amara", 2, (("PERSON", 2),))], []), ["c1"])
+    assert _types(neo4j_driver, namespace)["amara"] == ("PERSON", {"PERSON": 2})
+    # A later batch resolves onto the stored entity (its label offered is the stored one) with ORG votes.
+    later = [Mention(f"c{i}", "amara", 1, (("ORG", 1),)) for i in (2, 3)]
+    store.write_extraction(extraction([amara], later, []), ["c2", "c3"])
+    assert _types(neo4j_driver, namespace)["amara"] == ("PERSON", {"ORG": 2, "PERSON": 2})  # a tie holds
+    store.write_extraction(extraction([amara], [Mention("c4", "amara", 1, (("ORG", 1),))], []), ["c4"])
+    assert _types(neo4j_driver, namespace)["amara"] == ("ORG", {"ORG": 3, "PERSON": 2})
+    assert store.known_entities()[0].type == "ORG"  # what the next batch resolves onto
+    # Writing the same chunk again changes no tally (idempotent re-run of a half-written wave).
+    store.write_extraction(extraction([amara], [Mention("c4", "amara", 1, (("ORG", 1),))], []), ["c4"])
+    assert _types(neo4j_driver, namespace)["amara"] == ("ORG", {"ORG": 3, "PERSON": 2})
+    store.delete_chunks(["c4"])
+    assert _types(neo4j_driver, namespace)["amara"] == ("ORG", {"ORG": 2, "PERSON": 2})  # a tie holds again
+    store.delete_chunks(["c3"])
+    assert _types(neo4j_driver, namespace)["amara"] == ("PERSON", {"ORG": 1, "PERSON": 2})
+    # What retrieval reads (the graph snapshot, lookups by name) is the voted type.
+    assert [e["type"] for e in store.entities_by_names(["amara lindqvist"])] == ["PERSON"]
+    snapshot = build_graph(store.retrieval_graph_rows("recursive"))  # graph_rag's context item and the service
+    assert snapshot.entity_types[snapshot.entity_names.index("Amara Lindqvist")] == "PERSON"

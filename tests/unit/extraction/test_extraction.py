@@ -23,7 +23,15 @@ from ragloom.extraction import (
 )
 from ragloom.extraction.extractor import usable_cpus
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse
-from ragloom.extraction.resolution import canonical_types, clean_surface, initials, singular, two_things, type_kind
+from ragloom.extraction.resolution import (
+    canonical_types,
+    clean_surface,
+    initials,
+    singular,
+    two_things,
+    type_kind,
+    voted_type,
+)
 from ragloom.settings import SAMPLE_CORPUS
 from ragloom.types import Chunk
 
@@ -281,6 +289,36 @@ def test_canonical_types_moves_onto_a_label_of_the_same_name(counts, known):
             assert len(after) == 1 or all((t, key) in known for t in after)
 
 
+@pytest.mark.parametrize(("votes", "current", "typed"), [
+    ({"ORG": 3, "PERSON": 1}, "PERSON", "ORG"),  # the sample corpus's "Amara Lindqvist": the majority wins
+    ({"GPE": 10, "ORG": 7}, "ORG", "GPE"),  # "Bergen", first stored as ORG by a batch that saw it so
+    ({"ORG": 1, "PERSON": 1}, "ORG", "ORG"),  # a tie keeps the stored type ...
+    ({"ORG": 1, "PERSON": 1}, "PERSON", "PERSON"),
+    ({"GPE": 2, "LOC": 2, "ORG": 1}, "ORG", "GPE"),  # ... unless it is not among the leaders: first by name
+    ({}, "ORG", "ORG"),  # mentions written before labels were kept: no evidence, no move
+    ({"PERSON": 0}, "ORG", "ORG"),
+])
+def test_voted_type(votes, current, typed):
+    assert voted_type(votes, current) == typed
+
+
+def test_the_vote_moves_with_the_evidence_and_back():
+    # Chunk by chunk, hand-tallied: (NER label -> spans) each chunk adds; the type after each step.
+    chunks = {"c1": {"PERSON": 2}, "c2": {"ORG": 1}, "c3": {"ORG": 1}, "c4": {"ORG": 1}}
+    steps = [(["c1"], "PERSON"), (["c1", "c2"], "PERSON"),  # 2-1
+             (["c1", "c2", "c3"], "PERSON"),  # 2-2: a tie holds
+             (["c1", "c2", "c3", "c4"], "ORG"),  # 2-3
+             (["c1", "c2", "c3"], "ORG"),  # c4 withdrawn: 2-2, a tie holds the new type
+             (["c1", "c2"], "PERSON")]  # 2-1
+    current = "PERSON"
+    for present, typed in steps:
+        tally = Counter()
+        for cid in present:
+            tally.update(chunks[cid])
+        current = voted_type(tally, current)
+        assert current == typed, (present, dict(tally))
+
+
 def test_entity_ids_come_from_type_and_normalized_name_and_agree_across_batches():
     first = _resolve([("GPE", "the United States"), ("GPE", "Paris")])
     second = _resolve([("GPE", "United States"), ("ORG", "Paris")])
@@ -451,6 +489,14 @@ def test_mentions_count_repeats_within_a_chunk(extraction):
     result, entities = extraction
     paris = _named(entities, "Paris").entity_id
     assert {(m.chunk_id, m.count) for m in result.mentions if m.entity_id == paris} == {("c0", 1), ("c2", 2)}
+
+
+def test_mentions_carry_the_ner_label_of_each_span(extraction):
+    result, entities = extraction
+    assert all(sum(n for _, n in m.labels) == m.count for m in result.mentions)
+    paris = _named(entities, "Paris").entity_id
+    assert {(m.chunk_id, m.labels) for m in result.mentions if m.entity_id == paris} == \
+        {("c0", (("GPE", 1),)), ("c2", (("GPE", 2),))}
 
 
 def test_cooccurrence_is_per_sentence(extraction):

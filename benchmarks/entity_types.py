@@ -1,0 +1,189 @@
+"""Entity-type accuracy of the graph against the hand-labelled names of tests/data/entity_types.json.
+
+Builds the graph the way an incremental ingest does (``sync_graph`` over a growing chunk set, one batch after
+the other) in a fresh Neo4j namespace per corpus, then reads the stored type of every labelled name and
+scores it. Two corpora: the sample corpus (recursive chunks, one document per batch, in path order) and the
+seeded MuSiQue subset the labels were drawn from (one chunk per passage, 50 passages per batch). NER labels
+are scored coarsely: PERSON, ORG, GPE and LOC as themselves, every other label as ``other``; ``place``
+accuracy also counts GPE/LOC for each other. A labelled name the graph does not hold counts as wrong.
+
+Also, over every entity (labelled or not): how many hold the type the same corpus gets when synced in one go,
+i.e. how far the batch order decides a type.
+
+    python benchmarks/entity_types.py [--batch-musique 50] [--one-batch]
+    python benchmarks/entity_types.py --candidates musique   # names to label: seeded sample with context
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from ragloom.chunking.base import chunker_for
+from ragloom.extraction import extractor_for
+from ragloom.extraction.resolution import normalize_name
+from ragloom.indexing.graph import sync_graph
+from ragloom.parsing.sources import parse_sources
+from ragloom.settings import Settings
+from ragloom.stores.neo4j import Neo4jStore
+from ragloom.types import Chunk, make_chunk_id
+
+REPO = Path(__file__).resolve().parents[1]
+LABELS = REPO / "tests" / "data" / "entity_types.json"
+SAMPLE = REPO / "sample_corpus"
+MUSIQUE = Path("/work/shared/data/musique/corpus.jsonl")
+MUSIQUE_PASSAGES = 300
+SEED = 33
+COARSE = ("PERSON", "ORG", "GPE", "LOC")
+
+
+def coarse(label: str) -> str:
+    return label if label in COARSE else "other"
+
+
+def sample_documents() -> list[list[Chunk]]:
+    """The sample corpus's recursive chunks, one list per document in path order."""
+    docs = sorted(parse_sources([SAMPLE], SAMPLE).documents, key=lambda d: d.document_id)
+    chunker = chunker_for("recursive")
+    return [c for c in (chunker.chunk(d) for d in docs) if c]
+
+
+def musique_passages() -> list[dict]:
+    """The seeded subset of MuSiQue passages the labels come from."""
+    rows = [json.loads(line) for line in MUSIQUE.open(encoding="utf-8")]
+    return sorted(random.Random(SEED).sample(rows, MUSIQUE_PASSAGES), key=lambda r: r["_id"])
+
+
+def musique_chunks() -> list[Chunk]:
+    chunks = []
+    for row in musique_passages():
+        text = row["text"]
+        chunks.append(Chunk(chunk_id=make_chunk_id(row["_id"], "recursive", "types", 0, len(text), text),
+                            document_id=row["_id"], strategy="recursive", text=text, start=0, end=len(text),
+                            token_count=len(text.split()), position=0))
+    return chunks
+
+
+def ingest(store: Neo4jStore, extractor, batches: list[list[Chunk]]) -> None:
+    """Sync a growing chunk set, batch after batch, as files arriving over time would."""
+    seen: list[Chunk] = []
+    for batch in batches:
+        seen.extend(batch)
+        sync_graph(store, extractor, "recursive", list(seen), log=lambda _: None)
+
+
+def build(settings: Settings, extractor, batches: list[list[Chunk]]) -> dict[str, list[tuple[int, str, str]]]:
+    """The stored types of a graph synced batch after batch, in a namespace of its own (cleared after)."""
+    store = Neo4jStore.connect(settings, namespace=f"bench-types-{uuid.uuid4().hex[:8]}")
+    try:
+        ingest(store, extractor, batches)
+        return stored_types(store)
+    finally:
+        store.clear()
+        store.close()
+
+
+def order_agreement(held: dict[str, list[tuple[int, str, str]]],
+                    one_sync: dict[str, list[tuple[int, str, str]]]) -> tuple[int, int]:
+    """(entities typed as in the one-sync graph, entities compared): by canonical name, names of one entity only."""
+    def typed(h: dict[str, list[tuple[int, str, str]]]) -> dict[str, str]:
+        return {name: t for found in h.values() if len(found) == 1 for _, t, name in found}
+    a, b = typed(held), typed(one_sync)
+    common = set(a) & set(b)
+    return sum(a[n] == b[n] for n in common), len(common)
+
+
+def stored_types(store: Neo4jStore) -> dict[str, list[tuple[int, str, str]]]:
+    """normalized name or alias -> [(chunks, type, name)] of the entities holding it."""
+    rows = store._run(("MATCH (e:Entity) WHERE e.ns = $ns RETURN e.name AS name, e.type AS type, "
+                       "[e.norm] + coalesce(e.alias_norms, []) AS keys, e.chunk_count AS chunks",
+                       {"ns": store.namespace}))
+    held: dict[str, list[tuple[int, str, str]]] = {}
+    for r in rows:
+        for key in dict.fromkeys(r["keys"]):
+            held.setdefault(key, []).append((r["chunks"] or 0, r["type"], r["name"]))
+    return held
+
+
+def score(gold: list[dict], held: dict[str, list[tuple[int, str, str]]]) -> dict:
+    right = place_right = missing = 0
+    wrong = []
+    for item in gold:
+        found = sorted(held.get(normalize_name(item["name"]), []), reverse=True)
+        if not found:
+            missing += 1
+            wrong.append(f"{item['name']}: {item['label']} -> (not in graph)")
+            continue
+        predicted = coarse(found[0][1])
+        places = {"GPE", "LOC"}
+        right += predicted == item["label"]
+        place_right += predicted == item["label"] or {predicted, item["label"]} <= places
+        if predicted != item["label"]:
+            wrong.append(f"{item['name']}: {item['label']} -> {found[0][1]}")
+    n = len(gold)
+    return {"n": n, "accuracy": right / n, "place_accuracy": place_right / n, "missing": missing, "wrong": wrong}
+
+
+def candidates(corpus: str, settings: Settings, n: int) -> None:
+    """Print the names the extractor finds, with a context, for hand labelling (the NER label is not shown)."""
+    extractor = extractor_for(settings, n_process=1)
+    chunks = musique_chunks() if corpus == "musique" else [c for d in sample_documents() for c in d]
+    extraction = extractor.extract(chunks)
+    texts = {c.chunk_id: c.text for c in chunks}
+    first = {}
+    for m in extraction.mentions:
+        first.setdefault(m.entity_id, m.chunk_id)
+    entities = sorted(extraction.entities, key=lambda e: e.entity_id)
+    if corpus == "musique":
+        entities = random.Random(SEED).sample(entities, min(n, len(entities)))
+    for e in sorted(entities, key=lambda e: e.name.casefold()):
+        text = texts[first[e.entity_id]]
+        at = text.find(e.name)
+        context = text[max(0, at - 90): at + len(e.name) + 90] if at >= 0 else text[:180]
+        print(json.dumps({"name": e.name, "context": " ".join(context.split())}, ensure_ascii=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-musique", type=int, default=50, help="MuSiQue passages per ingest batch")
+    parser.add_argument("--one-batch", action="store_true", help="ingest each corpus in a single sync")
+    parser.add_argument("--candidates", choices=("sample", "musique"), help="print names to label, then stop")
+    parser.add_argument("--n", type=int, default=100, help="with --candidates musique: how many names")
+    args = parser.parse_args()
+    settings = Settings.from_env()
+    if args.candidates:
+        candidates(args.candidates, settings, args.n)
+        return
+    gold = json.loads(LABELS.read_text(encoding="utf-8"))
+    extractor = extractor_for(settings, n_process=1)
+    corpora = {
+        "sample_corpus": sample_documents(),
+        "musique": [musique_chunks()[i: i + args.batch_musique]
+                    for i in range(0, MUSIQUE_PASSAGES, args.batch_musique)],
+    }
+    results = {}
+    agreement = {}
+    for corpus, batches in corpora.items():
+        one_sync = build(settings, extractor, [[c for b in batches for c in b]])
+        held = one_sync if args.one_batch else build(settings, extractor, batches)
+        results[corpus] = score(gold[corpus]["entities"], held)
+        agreement[corpus] = order_agreement(held, one_sync)
+    total = Counter()
+    for corpus, r in results.items():
+        total.update({"n": r["n"], "right": round(r["accuracy"] * r["n"]),
+                      "place": round(r["place_accuracy"] * r["n"])})
+        print(f"{corpus}: {r['n']} names, type accuracy {r['accuracy']:.3f}, places as one {r['place_accuracy']:.3f}, "
+              f"{r['missing']} not in graph; {agreement[corpus][0]} of {agreement[corpus][1]} entities typed as "
+              f"when synced in one go")
+        for line in r["wrong"]:
+            print(f"    {line}")
+    print(f"all: {total['n']} names, type accuracy {total['right'] / total['n']:.3f}, "
+          f"places as one {total['place'] / total['n']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
