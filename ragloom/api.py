@@ -64,6 +64,7 @@ class Ragloom:
             load_embedder=self._load_embedder, load_graph=self._load_graph, load_nlp=self._load_nlp,
             load_reranker=self._load_reranker, result_cache=_result_cache(self.settings),
             hide_schema=hide_schema, load_llm=lambda: self.llm, load_router=self._load_router,
+            graph_version_seconds=self.settings.graph_version_seconds,
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
 

@@ -16,7 +16,7 @@ from ragloom.errors import RagloomError, RetrievalError, StoreError
 from ragloom.options import Option
 from ragloom.retrieval import fusion, lanes, ppr
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
-from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk
+from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk, snapshot_cache
 from ragloom.retrieval.postprocess import GRAPH_SOURCE
 from ragloom.stores.base import GraphStore
 from ragloom.types import RetrievedItem, sha256_hex
@@ -230,7 +230,7 @@ def query_names(context: Any, request: SearchRequest) -> tuple[list[str], list[s
 
 
 def graph_snapshot_cache(context: Any, store: Any) -> GraphCache:
-    return context.cache.setdefault(("graph_index", id(store)), GraphCache(store))
+    return snapshot_cache(context, store)
 
 
 def graph_snapshot(context: Any, store: Any, chunking: str) -> RetrievalGraph:
