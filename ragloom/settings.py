@@ -387,7 +387,8 @@ class Settings:
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
             raise ConfigError(f"RAGLOOM_BM25_K1={self.bm25_k1} must be >= 0 and RAGLOOM_BM25_B={self.bm25_b} in [0, 1]")
         if self.graph_version_seconds < 0:
-            raise ConfigError(f"RAGLOOM_GRAPH_VERSION_SECONDS={self.graph_version_seconds}: must be >= 0 (0 = every query)")
+            raise ConfigError(f"RAGLOOM_GRAPH_VERSION_SECONDS={self.graph_version_seconds}: must be >= 0 "
+                              "(0 = every query)")
         if self.result_cache_ttl_seconds < 0 or self.result_cache_size < 1:
             raise ConfigError("RAGLOOM_RESULT_CACHE_TTL_SECONDS must be >= 0 (0 = off), RAGLOOM_RESULT_CACHE_SIZE >= 1")
         for name in ("parse_max_bytes", "parse_max_unpacked_bytes", "parse_max_sheet_rows", "parse_max_cells"):

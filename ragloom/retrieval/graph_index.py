@@ -73,8 +73,11 @@ class RetrievalGraph:
     def __post_init__(self) -> None:
         self._chunk_index = {c: i for i, c in enumerate(self.chunk_ids)}
         self.word_index: dict[str, list[int]] = {}  # word of a normalised name -> entity indexes
+        self.max_name_words = 0  # words in the longest normalised name or alias
         for norm, entities in self.norm_index.items():
-            for word in set(norm.split()):
+            words = set(norm.split())
+            self.max_name_words = max(self.max_name_words, len(words))
+            for word in words:
                 self.word_index.setdefault(word, []).extend(entities)
         self.chunk_frequency = np.asarray((self.mentions > 0).sum(axis=0)).ravel().astype(np.float64)
         self.mentions_t = self.mentions.T.tocsr()

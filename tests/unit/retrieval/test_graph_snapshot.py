@@ -94,3 +94,72 @@ def test_one_cache_per_store_in_a_context_with_the_contexts_interval():
     store = VersionedGraph()
     cache = snapshot_cache(Context, store)
     assert snapshot_cache(Context, store) is cache and cache.version_seconds == 3.0
+
+
+# query entity matching ------------------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from ragloom.retrieval import entity_match  # noqa: E402
+from ragloom.retrieval.graph_index import build_graph  # noqa: E402
+
+NAMES = [("Ada Lovelace", "PERSON"), ("Charles Babbage", "PERSON"), ("Analytical Engine", "PRODUCT"),
+         ("London", "GPE"), ("Royal Society of London", "ORG"), ("Americans", "NORP"), ("KRAS", "ORG"),
+         ("EU", "ORG"), ("Peter Phillip Bonetti", "PERSON")]
+FILLER = ["the", "engine", "of", "who", "met", "in", "and", "what", "did", "royal", "ada", "society", "first",
+          "Did", "Who", "americans", "KRAS-RalB", "EU's", "bonetti", "Peter", "(TKIs)", "U.S.", "London,"]
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    from ragloom.extraction import load_nlp
+
+    return load_nlp()
+
+
+@pytest.fixture(scope="module")
+def graph():
+    from ragloom.extraction import normalize_name
+
+    entities = [{"entity_id": f"e{i}", "name": n, "type": t, "norm": normalize_name(n, t), "alias_norms": []}
+                for i, (n, t) in enumerate(NAMES)]
+    chunks = [{"chunk_id": "c0", "scope_path": "", "entity_ids": [e["entity_id"] for e in entities],
+               "counts": [1] * len(entities)}]
+    return build_graph({"chunks": chunks, "entities": entities, "relations": []})
+
+
+def full_pass(graph, nlp, text):
+    """What graph_rag matched before the dictionary pass: NER and the n-grams on every query."""
+    names = entity_match.ner_names(nlp, text)
+    grams = entity_match.query_grams(text, nlp.Defaults.stop_words)
+    return set(graph.match_names(names)) | set(graph.match_names(grams, partial_limit=0))
+
+
+@pytest.mark.parametrize("text", [
+    "Who did Ada Lovelace meet in London?", "what did ada lovelace build", "KRAS-RalB signaling in cells",
+    "Did Americans fund the Analytical Engine?", "Was Peter Bonetti a member of the Royal Society?",
+    "the EU's first engine", "nothing here names an entity"])
+def test_the_dictionary_pass_matches_what_ner_and_ngrams_match(graph, nlp, text):
+    found, _ran = entity_match.match_query(graph, text, nlp)
+    assert set(found) == full_pass(graph, nlp, text)
+
+
+def test_ner_is_skipped_when_no_name_it_could_return_adds_an_entity(graph, nlp, monkeypatch):
+    calls = []
+    real = entity_match.ner_names
+    monkeypatch.setattr(entity_match, "ner_names", lambda *a: calls.append(a) or real(*a))
+    found, ran = entity_match.match_query(graph, "what did ada lovelace build in london", nlp)
+    assert not ran and not calls and {graph.entity_names[e] for e in found} == {"Ada Lovelace", "London"}
+    # "Peter Bonetti" matches "Peter Phillip Bonetti" only partially, which only NER's names may do
+    found, ran = entity_match.match_query(graph, "Was Peter Bonetti a goalkeeper?", nlp)
+    assert ran and calls and "Peter Phillip Bonetti" in {graph.entity_names[e] for e in found}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(FILLER + [n for n, _ in NAMES]), min_size=1, max_size=10))
+def test_skipping_ner_never_changes_the_entities_matched(graph, nlp, words):
+    text = " ".join(words)
+    found, _ran = entity_match.match_query(graph, text, nlp)
+    assert set(found) == full_pass(graph, nlp, text)
