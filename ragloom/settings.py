@@ -285,6 +285,9 @@ class Settings:
     service_rate_per_minute: int = _setting(600,
         "requests per key per minute (bursts up to the same number); over it 429 with Retry-After")
     service_workers: int = _setting(8, "threads running the service's blocking store and model calls")
+    service_processes: int = _setting(1,
+        "processes ragloom serve runs (one per core lets CPU-bound query steps run in parallel); each loads its own"
+        " models and graph snapshot and keeps its own rate limits and metrics")
     service_sweep_seconds: int = _setting(30, "how often the service deletes expired injected items")
     service_keys_file: Path | None = _setting(None,
         "API keys, hashed, mode 0600, managed by ragloom keys; default <data_dir>/service/keys.json")
@@ -362,7 +365,8 @@ class Settings:
             raise ConfigError(f"RAGLOOM_LLM_BASE_URL={self.llm_base_url!r} must start with http:// or https://")
         if self.service_metrics not in METRICS_ACCESS:
             raise ConfigError(f"RAGLOOM_SERVICE_METRICS={self.service_metrics!r}: choose {', '.join(METRICS_ACCESS)}")
-        for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_sweep_seconds",
+        for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_processes",
+                     "service_sweep_seconds",
                      "service_auth_failures_per_minute"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")

@@ -256,3 +256,24 @@ def test_subgraph_svg_draws_edges_and_escapes_names():
     svg = subgraph_svg(item)
     assert svg.startswith("<svg") and svg.count('class="edge"') == 2 and svg.count('class="node"') == 3
     assert "Ada &lt;Lovelace&gt;" in svg and "<Lovelace>" not in svg and "#ffd8a8" in svg
+
+
+def test_serve_with_several_processes_hands_uvicorn_a_factory_and_the_address(monkeypatch):
+    """Processes build their app from the environment: the address bound is put there for them."""
+    import dataclasses
+    import os
+    import sys
+    import types
+
+    from ragloom import service
+    from ragloom.settings import Settings
+
+    calls = []
+    monkeypatch.setitem(sys.modules, "uvicorn", types.SimpleNamespace(run=lambda app, **kw: calls.append((app, kw))))
+    monkeypatch.delenv("RAGLOOM_SERVICE_HOST", raising=False)  # restored to unset afterwards, whatever serve set
+    monkeypatch.delenv("RAGLOOM_SERVICE_PORT", raising=False)
+    service.serve(dataclasses.replace(Settings.from_env(), service_processes=3), host="127.0.0.1", port=18999)
+    [(app, options)] = calls
+    assert app == "ragloom.service.app:create_app" and options["factory"] and options["workers"] == 3
+    assert (options["host"], options["port"]) == ("127.0.0.1", 18999)
+    assert (os.environ["RAGLOOM_SERVICE_HOST"], os.environ["RAGLOOM_SERVICE_PORT"]) == ("127.0.0.1", "18999")
