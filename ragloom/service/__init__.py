@@ -25,6 +25,7 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
         # the processes read their settings from the environment: the address bound must be the one they see
         os.environ[env_name("service_host")] = settings.service_host
         os.environ[env_name("service_port")] = str(settings.service_port)
+        os.environ[env_name("service_processes")] = str(settings.service_processes)
         uvicorn.run("ragloom.service.app:create_app", factory=True, workers=settings.service_processes,
                     host=settings.service_host, port=settings.service_port, log_level="info", proxy_headers=False)
         return
