@@ -27,10 +27,9 @@ from dagster import (
 
 from assets._metadata import histogram_png, markdown_table, suite_check
 from ragloom.errors import RagloomError, StoreError
-from ragloom.indexing.graph import check_graph, sync_graph
-from ragloom.indexing.synonyms import SynonymParams
-from ragloom.indexing.vectors import check_vectors, sync_vectors
-from ragloom.stores.embedding_cache import EmbeddingCache
+from ragloom.indexing.compose import index_graph, index_vectors
+from ragloom.indexing.graph import check_graph
+from ragloom.indexing.vectors import check_vectors
 from ragloom.tables import frame_to_chunks
 from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource
 
@@ -61,9 +60,8 @@ def build_vector_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDef
                  embedder: EmbedderResource, artifacts: ArtifactStore) -> MaterializeResult:
         store = weaviate.store()
         model = embedder.embedder()
-        cache = EmbeddingCache(artifacts.cache_dir())
-        report = _run_sync(context, f"vectors_{chunking}", lambda: sync_vectors(
-            store, model, chunking, frame_to_chunks(chunks), cache=cache, log=context.log.info))
+        report = _run_sync(context, f"vectors_{chunking}", lambda: index_vectors(
+            artifacts.settings(), store, model, chunking, frame_to_chunks(chunks), log=context.log.info))
         return MaterializeResult(metadata={
             **report.as_metadata(),
             "collection": store.collection_name(chunking),
@@ -93,9 +91,9 @@ def build_graph_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefi
     def _graph(context: AssetExecutionContext, chunks: pd.DataFrame, neo4j: Neo4jResource,
                nlp: NlpResource, embedder: EmbedderResource) -> MaterializeResult:
         store = neo4j.store()
-        report = _run_sync(context, f"graph_{chunking}", lambda: sync_graph(
-            store, nlp.extractor(), chunking, frame_to_chunks(chunks), log=context.log.info,
-            embedder=embedder.embedder(), synonyms=SynonymParams.from_settings(neo4j.settings())))
+        report = _run_sync(context, f"graph_{chunking}", lambda: index_graph(
+            neo4j.settings(), store, nlp.extractor(), embedder.embedder(), chunking, frame_to_chunks(chunks),
+            log=context.log.info))
         stats = store.stats()
         top = stats.get("top_entities", [])
         return MaterializeResult(metadata={

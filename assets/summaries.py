@@ -6,7 +6,8 @@ import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, AssetsDefinition, MaterializeResult, asset
 
 from assets.stores import STORE_RETRY, _run_sync
-from ragloom.indexing.summaries import state_file, summary_collection, summary_model, sync_summaries
+from ragloom.indexing.compose import index_summaries
+from ragloom.indexing.summaries import summary_collection
 from ragloom.settings import Settings
 from ragloom.tables import frame_to_chunks
 from resources import ArtifactStore, EmbedderResource, WeaviateResource
@@ -27,16 +28,10 @@ def build_summary_assets(chunking: str, settings: Settings) -> AssetsDefinition:
                        "only changed sections are summarized again.")
     def _summaries(context: AssetExecutionContext, chunks: pd.DataFrame, weaviate: WeaviateResource,
                    embedder: EmbedderResource, artifacts: ArtifactStore) -> MaterializeResult:
-        from ragloom.stores.embedding_cache import EmbeddingCache
-
-        settings = weaviate.settings()
-        with summary_model(settings, uses_llm) as llm:
-            store = weaviate.store()
-            state = state_file(artifacts.root, store, chunking)
-            report = _run_sync(context, f"summaries_{chunking}", lambda: sync_summaries(
-                store, embedder.embedder(), chunking, frame_to_chunks(chunks), state,
-                cache=EmbeddingCache(artifacts.cache_dir()), llm=llm, budget_tokens=settings.summary_tokens,
-                window=settings.summary_window, log=context.log.info))
+        store = weaviate.store()
+        report = _run_sync(context, f"summaries_{chunking}", lambda: index_summaries(
+            artifacts.settings(), store, embedder.embedder(), chunking, frame_to_chunks(chunks),
+            log=context.log.info))
         return MaterializeResult(metadata={**report.as_metadata(),
                                            "collection": store.collection_name(summary_collection(chunking))})
 

@@ -31,8 +31,8 @@ def main() -> None:
     from ragloom.evaluation.datasets import load_dataset
     from ragloom.retrieval import lanes
     from ragloom.retrieval.adaptive import DEFAULT_CHAIN, query_features
-    from ragloom.routing import LearnedRouter, RouterError, RuleRouter
-    from ragloom.routing.features import SIGNAL_K, features
+    from ragloom.retrieval.routing import LearnedRouter, RouterError, RuleRouter
+    from ragloom.retrieval.routing.features import SIGNAL_K, features
     from ragloom.settings import Settings
     from ragloom.types import Scope
 

@@ -28,8 +28,6 @@ from ragloom import uploads
 from ragloom.settings import Settings
 from resources import CorpusResource, default_resources
 
-SETTINGS = Settings.from_env()
-
 
 def ingestion_assets(settings: Settings) -> tuple[list, list]:
     """The ingestion asset graph and its checks for the configured chunkings."""
@@ -63,32 +61,38 @@ def executor_for(settings: Settings):
     return in_process_executor
 
 
-EXECUTOR = executor_for(SETTINGS)
-
-ingest_job = define_asset_job(
-    "ingest_job",
-    selection=AssetSelection.groups("ingestion"),
-    executor_def=EXECUTOR,
-    tags={**STORE_WRITER_TAGS, "ragloom/kind": "ingest"},
-    description="Parse, chunk, embed into Weaviate and extract into Neo4j; only changed documents do work.",
-)
-
-nightly_reingest = ScheduleDefinition(
-    name="nightly_reingest",
-    job=ingest_job,
-    cron_schedule=SETTINGS.schedule_cron,
-    execution_timezone=SETTINGS.schedule_timezone,
-    tags={"ragloom/trigger": "schedule"},
-    default_status=DefaultScheduleStatus.RUNNING,
-    description="Re-ingests the corpus (RAGLOOM_SCHEDULE_CRON, RAGLOOM_SCHEDULE_TIMEZONE); "
-                "unchanged documents cost nothing.",
-)
+def ingest_job_for(settings: Settings):
+    return define_asset_job(
+        "ingest_job",
+        selection=AssetSelection.groups("ingestion"),
+        executor_def=executor_for(settings),
+        tags={**STORE_WRITER_TAGS, "ragloom/kind": "ingest"},
+        description="Parse, chunk, embed into Weaviate and extract into Neo4j; only changed documents do work.",
+    )
 
 
-@sensor(job=ingest_job, minimum_interval_seconds=SETTINGS.sensor_interval_seconds,
-        default_status=DefaultSensorStatus.RUNNING,
-        description="Indexes new, changed and deleted files under the uploads folder (RAGLOOM_UPLOADS_DIR).")
-def uploads_sensor(context: SensorEvaluationContext, corpus: CorpusResource):
+def schedule_for(settings: Settings, job) -> ScheduleDefinition:
+    return ScheduleDefinition(
+        name="nightly_reingest",
+        job=job,
+        cron_schedule=settings.schedule_cron,
+        execution_timezone=settings.schedule_timezone,
+        tags={"ragloom/trigger": "schedule"},
+        default_status=DefaultScheduleStatus.RUNNING,
+        description="Re-ingests the corpus (RAGLOOM_SCHEDULE_CRON, RAGLOOM_SCHEDULE_TIMEZONE); "
+                    "unchanged documents cost nothing.",
+    )
+
+
+def uploads_sensor_for(settings: Settings, job):
+    return sensor(job=job, name="uploads_sensor", minimum_interval_seconds=settings.sensor_interval_seconds,
+                  default_status=DefaultSensorStatus.RUNNING,
+                  description="Indexes new, changed and deleted files under the uploads folder "
+                              "(RAGLOOM_UPLOADS_DIR).")(uploads_tick)
+
+
+def uploads_tick(context: SensorEvaluationContext, corpus: CorpusResource):
+    """One evaluation of the uploads sensor: a run request for the changed files since the cursor, or a skip."""
     root = corpus.uploads_root()
     previous = uploads.from_cursor(context.cursor)
     current = uploads.scan(root, previous)
@@ -107,18 +111,22 @@ def uploads_sensor(context: SensorEvaluationContext, corpus: CorpusResource):
     )
 
 
-def build_defs(settings: Settings = SETTINGS, resources: dict | None = None) -> Definitions:
+def build_defs(settings: Settings, resources: dict | None = None) -> Definitions:
+    """The code location for ``settings``: every setting the Dagster layer reads is read from this one object."""
     assets, checks = ingestion_assets(settings)
+    ingest_job = ingest_job_for(settings)
     return Definitions(
         assets=assets,
         asset_checks=checks,
         jobs=[ingest_job, query_job, eval_job],
-        schedules=[nightly_reingest],
-        sensors=[uploads_sensor],
+        schedules=[schedule_for(settings, ingest_job)],
+        sensors=[uploads_sensor_for(settings, ingest_job)],
         resources=resources or default_resources(),
         # also for runs launched from the UI (__ASSET_JOB)
-        executor=EXECUTOR,
+        executor=executor_for(settings),
     )
 
 
-defs = build_defs()
+# The code location's composition root: Dagster loads it by importing this module, so the settings are read here,
+# once, and handed down (resources re-read only their own overrides).
+defs = build_defs(Settings.from_env())

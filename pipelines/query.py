@@ -86,10 +86,11 @@ def result_rows(query: str, items: list, metadata: dict[str, Any]) -> list[dict[
 
 
 def adaptive_metadata(tally: Any) -> dict[str, Any]:
-    """The adaptive strategy's mix and retry rate (ragloom.routing.monitor) as run metadata; none for others."""
+    """The adaptive strategy's mix and retry rate (ragloom.retrieval.routing.monitor) as run metadata; none for
+    others."""
     if not tally.queries:
         return {}
-    from ragloom.routing import monitor
+    from ragloom.retrieval.routing import monitor
 
     counts = tally.as_dict()
     return {"adaptive": MetadataValue.json(counts), "adaptive_retry_rate": float(round(tally.retry_rate, 4)),
@@ -102,7 +103,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
     from ragloom.api import Ragloom
     from ragloom.query import parse_query
     from ragloom.retrieval.query import check_text
-    from ragloom.routing.monitor import AdaptiveTally
+    from ragloom.retrieval.routing.monitor import AdaptiveTally
 
     queries = _load_queries(config, artifacts)
     # one parse of everything but the text: a bad strategy, filter or option fails before anything loads

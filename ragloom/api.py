@@ -14,20 +14,30 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from ragloom import dynamic
+from ragloom.answer import Answer, AnswerOptions
+from ragloom.answer import answer as answer_question
+from ragloom.chunking.tokens import get_token_counter
+from ragloom.dynamic import InjectedItem
+from ragloom.embedding.batching import CoalescingEmbedder
 from ragloom.errors import QueryError, RagloomError
+from ragloom.filters import Condition
+from ragloom.llm import AnswerCache, Expansion, LLMClient
+from ragloom.promotion import Promotion, promote
 from ragloom.query import FIELDS, check_chunking, fallback_warning, parse_query
 from ragloom.retrieval import RetrievalContext, Retriever, assemble_context, strategy_class
+from ragloom.retrieval.cache import ResultCache
+from ragloom.retrieval.graph_rag import graph_snapshot
 from ragloom.retrieval.postprocess import Citation
 from ragloom.retrieval.query import DEFAULT_STRATEGY, Query, as_mapping
+from ragloom.retrieval.rerank import reranker_for
+from ragloom.retrieval.routing import LearnedRouter
 from ragloom.settings import Settings
-from ragloom.types import RetrievalResult
-
-if TYPE_CHECKING:
-    from ragloom.llm import Answer, AnswerCache, LLMClient
+from ragloom.types import RetrievalResult, Scope
 
 log = logging.getLogger(__name__)
 _UNSET: Any = object()
@@ -54,6 +64,7 @@ class Ragloom:
         self._llm = llm  # _UNSET: the settings' endpoint, made on first use; None: no model
         self._answer_cache: AnswerCache | None = None
         if vectors is None:
+            # deferred: the store's driver loads only when a store is opened
             from ragloom.stores.weaviate import WeaviateStore
 
             vectors = WeaviateStore.connect(self.settings)
@@ -75,35 +86,32 @@ class Ragloom:
 
     # loaders, called once by the context ------------------------------------------------------------
     def _load_embedder(self) -> Any:
-        from ragloom.embedding import make_embedder
+        from ragloom.embedding import make_embedder  # deferred: torch / onnxruntime load only with a model
 
         embedder = make_embedder(self.settings)
         if self._coalesce:
-            from ragloom.embedding.batching import CoalescingEmbedder
 
             embedder = CoalescingEmbedder(embedder)
             self._owned.append(embedder)
         return embedder
 
     def _load_reranker(self) -> Any:
-        from ragloom.retrieval.rerank import reranker_for
 
         return reranker_for(self.settings)
 
     def _load_graph(self) -> Any:
-        from ragloom.stores.neo4j import Neo4jStore
+        from ragloom.stores.neo4j import Neo4jStore  # deferred: the store's driver loads only when a store is opened
 
         store = Neo4jStore.connect(self.settings)
         self._owned.append(store)
         return store
 
     def _load_router(self) -> Any:
-        from ragloom.routing import LearnedRouter
 
         return LearnedRouter.load(self.settings.resolved_router_model)
 
     def _load_nlp(self) -> Any:
-        from ragloom.extraction import load_nlp
+        from ragloom.extraction import load_nlp  # deferred: spaCy loads only when the graph is built or queried
 
         return load_nlp(self.settings.spacy_model, gemm=self.settings.spacy_gemm)
 
@@ -111,7 +119,6 @@ class Ragloom:
     def llm(self) -> LLMClient | None:
         """The configured model's client (RAGLOOM_LLM_*), or None when no model is configured."""
         if self._llm is _UNSET:
-            from ragloom.llm import LLMClient
 
             self._llm = LLMClient.from_settings(self.settings)
             if self._llm is not None:
@@ -121,7 +128,6 @@ class Ragloom:
     @property
     def answer_cache(self) -> AnswerCache:
         if self._answer_cache is None:
-            from ragloom.llm import AnswerCache
 
             self._answer_cache = AnswerCache.for_settings(self.settings)
             self._owned.append(self._answer_cache)
@@ -180,7 +186,6 @@ class Ragloom:
         if not names:
             result = retriever.search(query)
         else:
-            from ragloom.llm import Expansion
 
             with Expansion(list(names), self.llm, self.settings.llm_transform_timeout_seconds,
                            {n: dict(o) for n, o in query.transform_options.items()}) as expansion:
@@ -206,9 +211,6 @@ class Ragloom:
         ``use_cache`` (read and write the answer cache). ``on_token``: called with each piece of the answer as
         it streams. Model failures raise LLMError (nothing is cached then).
         """
-        from ragloom.chunking.tokens import get_token_counter
-        from ragloom.llm import AnswerOptions
-        from ragloom.llm import answer as answer_question
 
         query = self.parse(question, fields)
         s = self.settings
@@ -236,7 +238,6 @@ class Ragloom:
             _ = self.context.embedder
         self.context.reranker()  # a model that cannot load is reported in each result, not raised here
         if retriever.needs_graph:
-            from ragloom.retrieval.graph_rag import graph_snapshot
 
             store, _why = self.context.graph()
             try:
@@ -245,6 +246,48 @@ class Ragloom:
                     graph_snapshot(self.context, store, retriever.chunking)
             except RagloomError as e:
                 log.warning("graph retrieval not warmed: %s", e)
+
+    # dynamic items, promotion and health: what the service's routers call (they never reach into context) --
+    def inject(self, strategies: Sequence[str], text: str, scope: Scope, **options: Any) -> InjectedItem:
+        """Embed ``text`` once and write it into ``strategies``' collections as a dynamic item of ``scope``
+        (``ragloom.dynamic.build_chunks`` checks everything first)."""
+        return dynamic.inject(self.context.vectors, self.context.embedder, strategies, text, scope, **options)
+
+    def delete_item(self, strategies: Sequence[str], item_id: str, owner: Scope) -> int:
+        """Delete an injected item that lies within ``owner``'s subtree; chunks deleted (0: none of it there)."""
+        return dynamic.delete_item(self.context.vectors, strategies, item_id, owner)
+
+    def sweep_expired(self, strategies: Sequence[str]) -> int:
+        """Delete injected items past their TTL (queries never return them in any case); chunks deleted."""
+        return dynamic.sweep_expired(self.context.vectors, strategies)
+
+    def promote(self, strategies: Sequence[str], document_id: str, owner: Scope, target: Scope) -> Promotion:
+        """Move a document within ``owner``'s subtree up to ``target`` in both stores (``ragloom.promotion``)."""
+        graph, why = self.context.graph()
+        if graph is None:
+            log.warning("promotion of %r refused: %s", document_id, why)
+        return promote(self.context.vectors, graph, strategies, document_id, owner, target)
+
+    def is_indexed(self, chunking: str, document_id: str) -> bool:
+        """Whether any chunk of ``document_id`` is in ``chunking``'s collection."""
+
+        return bool(self.context.vectors.count_where(chunking, Condition("document_id", "document_id", "eq",
+                                                                          document_id)))
+
+    def ready(self) -> dict[str, bool]:
+        """Whether each store answers now (a graph that failed to connect earlier is asked afresh)."""
+        graph, _why = self.context.graph()
+        if graph is not None:
+            graph_ok = graph.ready()
+        else:
+            from ragloom.stores.neo4j import Neo4jStore  # deferred: the driver is loaded only when asked
+
+            try:
+                Neo4jStore.connect(self.settings).close()
+                graph_ok = True
+            except RagloomError:
+                graph_ok = False
+        return {"weaviate": self.context.vectors.ready(), "neo4j": graph_ok}
 
     async def aquery(self, query: str | Query, /, **fields: Any) -> RetrievalResult:
         """``query`` for async callers: it runs on a bounded pool of worker threads
@@ -260,7 +303,6 @@ class Ragloom:
 
     def context_text(self, result: RetrievalResult, token_budget: int = 1500) -> tuple[str, list[Citation]]:
         """The result as numbered passages within ``token_budget`` tokens of the embedding model's tokenizer."""
-        from ragloom.chunking.tokens import get_token_counter
 
         return assemble_context(result, token_budget, get_token_counter(self.settings.embed_model).count)
 
@@ -287,6 +329,5 @@ def _result_cache(settings: Settings) -> Any:
     """The result cache the settings ask for (RAGLOOM_RESULT_CACHE_TTL_SECONDS > 0), else None."""
     if settings.result_cache_ttl_seconds <= 0:
         return None
-    from ragloom.retrieval.cache import ResultCache
 
     return ResultCache(settings.result_cache_ttl_seconds, settings.result_cache_size)

@@ -14,7 +14,7 @@ from ragloom.types import HEADING_SEPARATOR
 
 
 def _cmd_stack(args: argparse.Namespace) -> int:
-    from ragloom import stack
+    from ragloom import stack  # deferred: each command loads only what it needs (`ragloom --help` stays instant)
 
     if args.profile == "cluster":
         return _cmd_cluster(args)
@@ -34,8 +34,8 @@ def _cmd_stack(args: argparse.Namespace) -> int:
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
     """The cluster profile: Postgres, Redis, Celery workers, a code server and a 3-node Weaviate on loopback."""
-    from ragloom import stack
-    from ragloom.stack import cluster
+    from ragloom import stack  # deferred: each command loads only what it needs (`ragloom --help` stays instant)
+    from ragloom.stack import cluster  # deferred: as above
 
     settings = Settings.from_env()
     if args.action == "up":
@@ -77,7 +77,7 @@ def _cmd_settings(args: argparse.Namespace) -> int:
 def _cmd_query(args: argparse.Namespace) -> int:
     import time
 
-    from ragloom.api import Ragloom
+    from ragloom.api import Ragloom  # deferred: each command loads only what it needs (`ragloom --help` stays instant)
 
     query = _parse_query(args, args.text)
     started = time.perf_counter()
@@ -106,6 +106,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 
 def _cmd_strategies(args: argparse.Namespace) -> int:
+    # deferred: each command loads only what it needs (`ragloom --help` stays instant)
     from ragloom.retrieval import describe_strategies, options_markdown
 
     if args.markdown:
@@ -129,7 +130,7 @@ def _cmd_strategies(args: argparse.Namespace) -> int:
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
-    from ragloom.api import Ragloom
+    from ragloom.api import Ragloom  # deferred: each command loads only what it needs (`ragloom --help` stays instant)
 
     query = _parse_query(args, args.question, transforms=args.transforms, generation=args.generation,
                          token_budget=args.token_budget, use_cache=not args.no_cache)
@@ -164,6 +165,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    # deferred: each command loads only what it needs (`ragloom --help` stays instant)
     from ragloom.service import serve
 
     settings = Settings.from_env()
@@ -175,6 +177,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:
+    # deferred: each command loads only what it needs (`ragloom --help` stays instant)
     from ragloom.service.keys import KeyStore
 
     keys = KeyStore(Settings.from_env().resolved_keys_file)
@@ -211,6 +214,7 @@ def _add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
 def _parse_query(args: argparse.Namespace, text: str, **fields: Any) -> Any:
     """The command line's query, through the one parser: a malformed filter, scope, strategy or option fails here,
     before anything connects or loads."""
+    # deferred: each command loads only what it needs (`ragloom --help` stays instant)
     from ragloom.query import parse_query
 
     namespaces = None if args.namespaces is None else [n.strip() for n in args.namespaces.split(",") if n.strip()]
@@ -269,11 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("key_id")
     p.set_defaults(func=_cmd_keys)
 
+    # deferred: each command loads only what it needs (`ragloom --help` stays instant)
     from ragloom.evaluation.cli import add_eval_command
 
     add_eval_command(sub)
 
-    from ragloom.routing.train import add_router_command
+    # deferred: each command loads only what it needs (`ragloom --help` stays instant)
+    from ragloom.evaluation.routing_train import add_router_command
 
     add_router_command(sub)
 
@@ -288,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # deferred: each command loads only what it needs (`ragloom --help` stays instant)
     from ragloom.stack.process import default_interrupts
 
     default_interrupts()  # the servers `stack up` starts must stop on SIGTERM, even from a background job

@@ -16,6 +16,10 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
+from ragloom.cli import build_parser
+from ragloom.retrieval import available_strategies
+from ragloom.retrieval.base import describe_strategies, options_markdown
+from ragloom.service.app import create_app
 from ragloom.settings import REPO_ROOT, SECRET_FIELDS, Settings, env_name
 
 REFERENCE_DIR = REPO_ROOT / "docs" / "reference"
@@ -73,8 +77,6 @@ def settings_page() -> str:
 
 
 def options_page() -> str:
-    from ragloom.retrieval import available_strategies
-    from ragloom.retrieval.base import describe_strategies, options_markdown
 
     lines = ["# Retrieval options", "", GENERATED.format(source="each strategy's Option declarations"), "",
              "Each strategy declares its options with a default, the values it takes and one line of help. The same "
@@ -118,7 +120,6 @@ def _parser_sections(parser: argparse.ArgumentParser, path: str) -> list[str]:
 
 
 def cli_page() -> str:
-    from ragloom.cli import build_parser
 
     lines = ["# CLI", "", GENERATED.format(source="ragloom/cli.py (build_parser)"), "",
              "`ragloom` is installed into the environment `scripts/env.sh` activates (`python -m ragloom` is the "
@@ -144,7 +145,6 @@ def _schema_type(schema: dict[str, Any]) -> str:
 
 
 def http_api_page() -> str:
-    from ragloom.service.app import create_app
 
     spec = create_app(Settings()).openapi()
     lines = ["# HTTP API", "", GENERATED.format(source="the service's OpenAPI schema (ragloom/service)"), "",

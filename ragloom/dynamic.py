@@ -2,8 +2,8 @@
 
 An item is one chunk per chunking collection (hierarchical excepted: it has no levels to sit in), embedded and
 written at once, with metadata ``dynamic: true``, ``injected_at`` and, with a TTL, ``expires_at`` (a DATE).
-Queries never return an expired item, swept or not (``visibility_filter``); ``sweep_expired`` deletes them
-(the query service runs it periodically, the nightly job once per run). Its document id is its item id, so
+Queries never return an expired item, swept or not (``visibility_nodes``); ``sweep_expired`` deletes them
+(the query service owns it: it runs it every RAGLOOM_SERVICE_SWEEP_SECONDS). Its document id is its item id, so
 ``delete_item`` removes it from every collection.
 """
 
@@ -126,8 +126,6 @@ def visibility_nodes(property_types: Mapping[str, str] | None, *, exclude_dynami
 
 def sweep_expired(store: Any, strategies: Iterable[str], now: datetime | None = None) -> int:
     """Delete expired dynamic items from every strategy's collection; returns how many chunks went."""
-    from ragloom.stores.service_ops import delete_where
-
     now = now or datetime.now(UTC)
     removed = 0
     for strategy in strategies:
@@ -135,7 +133,7 @@ def sweep_expired(store: Any, strategies: Iterable[str], now: datetime | None = 
             continue
         where = combine(Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True),
                         Condition(EXPIRES_AT, meta_property_name(EXPIRES_AT), "lt", now))
-        removed += delete_where(store, strategy, where)
+        removed += store.delete_where(strategy, where)
     return removed
 
 
@@ -151,11 +149,9 @@ def owner_conditions(owner: Scope) -> list[Condition]:
 
 def delete_item(store: Any, strategies: Iterable[str], item_id: str, owner: Scope) -> int:
     """Delete an injected item, only when it lies within ``owner``'s subtree; returns chunks deleted."""
-    from ragloom.stores.service_ops import delete_where
-
     if not is_injected(item_id):
         return 0
     where = combine(Condition("document_id", "document_id", "eq", item_id),
                     Condition(DYNAMIC, meta_property_name(DYNAMIC), "eq", True), *owner_conditions(owner))
-    return sum(delete_where(store, s, where) for s in strategies
+    return sum(store.delete_where(s, where) for s in strategies
                if store.exists(s) and has_property(store.property_types(s), DYNAMIC))

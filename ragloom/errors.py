@@ -76,3 +76,13 @@ class LLMOutputError(LLMError):
 
 class RerankError(RagloomError):
     """The reranking model could not be loaded or run."""
+
+
+class NotFoundError(RagloomError):
+    """What a request names does not exist within the caller's reach (the same answer as someone else's, so ids
+    cannot be probed)."""
+
+
+class ConflictError(RagloomError):
+    """A request that cannot apply to the current state; the message says what to do first."""
+

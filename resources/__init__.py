@@ -23,8 +23,10 @@ from dagster import (
 )
 from pydantic import Field, PrivateAttr
 
+from ragloom.chunking import check_chunking_settings
 from ragloom.errors import RagloomError
 from ragloom.files import replacing
+from ragloom.indexing.compose import cache_folder
 from ragloom.ingest import Source
 from ragloom.parsing import ParseLimits
 from ragloom.settings import Settings
@@ -65,6 +67,7 @@ def settings_of(*resources: SettingsResource) -> Settings:
         overrides |= resource.overrides()
     settings = dataclasses.replace(Settings.from_env(), **overrides)
     settings.validate()
+    check_chunking_settings(settings)  # names and chunker options against the registry, before anything runs
     return settings
 
 
@@ -116,7 +119,7 @@ class ArtifactStore(SettingsResource):
 
     def cache_dir(self) -> Path:
         """The embedding cache (Parquet segments keyed by model id and text hash)."""
-        return self.root / "embedding_cache"
+        return cache_folder(self.root)
 
     def write(self, name: str, frame: pd.DataFrame) -> Path:
         path = self.path(name)

@@ -10,15 +10,18 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
 from ragloom.chunking.tokens import TokenCounter, get_token_counter
-from ragloom.errors import ChunkingError
+from ragloom.errors import ChunkingError, ConfigError
 from ragloom.parsing.markdown import MARKDOWN_FORMATS, TableSpan, find_tables
 from ragloom.registry import Registry
 from ragloom.types import Chunk, Document, make_chunk_id, sha256_hex
+
+if TYPE_CHECKING:
+    from ragloom.settings import Settings
 
 DEFAULT_CHUNK_SIZE = 200  # tokens incl. [CLS]/[SEP]; all-MiniLM-L6-v2 reads 256
 DEFAULT_OVERLAP = 30
@@ -433,3 +436,22 @@ def chunker_for(name: str, embedder: Any = None, **params: Any) -> Chunker:
     if cls is not None and cls.needs_embedder:
         params["embedder"] = embedder() if callable(embedder) and not hasattr(embedder, "encode") else embedder
     return get_chunker(name, **params)
+
+
+def check_chunking_settings(settings: Settings) -> None:
+    """The settings' chunking names and chunker options against the registry (with any chunker registered
+    before): called where chunks are made, so a typo fails before anything is read."""
+    known = available_chunkers()
+    unknown = [n for n in (*settings.chunkings, *settings.graph_chunkings, *settings.summary_chunkings)
+               if n not in known]
+    if unknown:
+        raise ConfigError(f"RAGLOOM_CHUNKINGS / RAGLOOM_GRAPH_CHUNKINGS: unknown chunking {unknown}; "
+                          f"registered: {', '.join(known)}")
+    for chunking, chosen in settings.chunker_options_by_name().items():
+        if chunking not in known:
+            raise ConfigError(f"RAGLOOM_CHUNKER_OPTIONS: unknown chunking {chunking!r}; registered: {', '.join(known)}")
+        unknown = sorted(set(chosen) - set(chunker_option_names(chunking)))
+        if unknown:
+            raise ConfigError(f"RAGLOOM_CHUNKER_OPTIONS: {chunking} has no option {unknown}; its options: "
+                              f"{', '.join(chunker_option_names(chunking))}")
+

@@ -92,10 +92,11 @@ def make_embedder(settings_or_params: Settings | EmbedderParams | Mapping[str, A
 def _build(params: EmbedderParams) -> Embedder:
     device = resolve_device(params.device, params.backend)
     if params.backend == "torch":
+        # deferred: torch / onnxruntime load only with a model
         from ragloom.embedding.sentence_transformer import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(params.model, device=device, batch_size=params.batch_size)
-    from ragloom.embedding.onnx import OnnxEmbedder
+    from ragloom.embedding.onnx import OnnxEmbedder  # deferred: torch / onnxruntime load only with a model
 
     return OnnxEmbedder(params.model, quantized=params.backend == "onnx-int8", device=device,
                         batch_size=params.batch_size, cache_dir=params.cache_dir)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ragloom.embedding.base import DEFAULT_MODEL_NAME, Embedder, resolve_model_path, tokenizer_file
 from ragloom.errors import EmbeddingError
-from ragloom.settings import usable_cpus
+from ragloom.settings import Settings, usable_cpus
 
 # Bump when the export or quantization recipe changes: a new fingerprint, a new model_id, no mixed vectors.
 EXPORT_RECIPE = "torchscript-opset17-v1"
@@ -265,7 +265,6 @@ class OnnxEmbedder(Embedder):
         if batch_size < 1:
             raise EmbeddingError(f"batch_size must be >= 1, got {batch_size}")
         if cache_dir is None:
-            from ragloom.settings import Settings
 
             cache_dir = Settings.from_env().cache_dir
         layout = ModelLayout(local_model_dir(model))

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ragloom.settings import Settings
+
 DEFAULT_STRATEGIES = "dense,bm25,hybrid,graph_rag,hierarchical"
 DEFAULT_CHUNKINGS = "recursive"
 
@@ -15,12 +17,11 @@ def names(raw: str) -> list[str]:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from ragloom.evaluation.runner import evaluate
-    from ragloom.settings import Settings
+    from ragloom.evaluation.runner import evaluate  # deferred: the eval command loads the runner only when run
 
     settings = Settings.from_env()
     if args.start_stack:
-        from ragloom import stack
+        from ragloom import stack  # deferred: the eval command loads the runner only when run
 
         settings = stack.up(settings)
     report = evaluate(args.dataset, names(args.strategies), names(args.chunking), settings,

@@ -53,11 +53,6 @@ class EvalDataset:
         return dataclasses.replace(self, documents=[d for d in self.documents if d.document_id in keep],
                                    queries=[q for q in self.queries if set(self.qrels[q.query_id]) <= keep])
 
-    def passages_by_document(self) -> dict[str, list[Passage]]:
-        out: dict[str, list[Passage]] = {}
-        for p in self.passages.values():
-            out.setdefault(p.document_id, []).append(p)
-        return out
 
 
 def _require(path: Path) -> Path:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ragloom.errors import ConfigError
 from ragloom.evaluation.metrics import METRICS, Estimate, PerQuery, bootstrap_ci, level_metrics, paired_difference_ci
+from ragloom.retrieval.routing.monitor import describe
 
 BASELINE_BM25 = "bm25"
 BASELINE_DENSE = "dense"
@@ -30,7 +31,7 @@ class SystemResult:
     latency_ms: list[float] = field(default_factory=list)
     query_errors: int = 0
     error: str = ""  # set when the system could not run at all
-    adaptive: dict[str, Any] | None = None  # the adaptive strategy's mix and retries (ragloom.routing.monitor)
+    adaptive: dict[str, Any] | None = None  # adaptive's mix and retries (ragloom.retrieval.routing.monitor)
 
     @property
     def name(self) -> str:
@@ -133,7 +134,6 @@ class EvalReport:
 
     def adaptive_lines(self) -> list[str]:
         """One line per adaptive system: the strategy mix, retry rate and how often the retry improved nDCG@10."""
-        from ragloom.routing.monitor import describe
 
         systems = [s for s in self.systems if s.adaptive]
         return ["", "adaptive routing (retry judged by document nDCG@10 of the returned try vs the first)"] + [

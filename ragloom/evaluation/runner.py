@@ -13,16 +13,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ragloom.chunking import chunker_for
+from ragloom.api import Ragloom
+from ragloom.chunking import check_chunking_settings, chunker_for
+from ragloom.embedding import make_embedder
 from ragloom.errors import ConfigError, RagloomError
 from ragloom.evaluation.baselines import BM25Baseline, DenseBaseline, baseline_units
 from ragloom.evaluation.datasets import EvalDataset, load_dataset
 from ragloom.evaluation.metrics import Hit, document_scores, passage_scores
 from ragloom.evaluation.report import BASELINE_BM25, BASELINE_DENSE, EvalReport, SystemResult
+from ragloom.indexing.compose import embedding_cache, index_chunking
+from ragloom.indexing.vectors import encode_cached
+from ragloom.llm import check_names
 from ragloom.query import check_chunking, parse_query
 from ragloom.retrieval import options_for, strategy_class
+from ragloom.retrieval.postprocess import GRAPH_SOURCE
 from ragloom.retrieval.query import check_text
-from ragloom.routing.monitor import AdaptiveTally, Outcome, outcome
+from ragloom.retrieval.routing.monitor import AdaptiveTally, Outcome, outcome
 from ragloom.settings import Settings
 from ragloom.types import Log
 
@@ -101,17 +107,12 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
     A strategy that fails as a whole (e.g. a combination a retriever refuses) is reported with its error;
     a query that fails counts as retrieving nothing and is counted in ``query_errors``.
     """
-    from ragloom.api import Ragloom
-    from ragloom.embedding import make_embedder
-    from ragloom.indexing.vectors import sync_vectors
-    from ragloom.stores.embedding_cache import EmbeddingCache
-    from ragloom.stores.weaviate import WeaviateStore
+    from ragloom.stores.weaviate import WeaviateStore  # deferred: the Weaviate client is slow to import
 
     strategies, chunkings = list(dict.fromkeys(strategies)), list(dict.fromkeys(chunkings))
     _check_names(strategies, chunkings)
     transforms = list(dict.fromkeys(transforms))
     if transforms:
-        from ragloom.llm import check_names
 
         check_names(transforms)
     per_strategy = {name: {**DEFAULT_QUERY_OPTIONS, **given}
@@ -122,24 +123,27 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
     if not dataset.queries:
         raise ConfigError(f"{dataset_path}: no queries with relevance judgements")
     eval_settings = namespace_settings(settings, dataset.name, namespace)
+    if eval_settings.summary_mode == "auto":  # deterministic by default: extractive unless RAGLOOM_SUMMARY_MODE=llm
+        eval_settings = dataclasses.replace(eval_settings, summary_mode="extractive")
+    check_chunking_settings(eval_settings)
     log(f"{dataset.name}: {len(dataset.documents)} documents, {len(dataset.queries)} queries; collections "
         f"{eval_settings.collection_prefix}*, graph namespace {eval_settings.graph_namespace!r}")
 
     embedder = make_embedder(eval_settings)
-    cache = EmbeddingCache(eval_settings.artifacts_dir / "embedding_cache")
-    encode = _cached_encoder(embedder, cache)
+    encode = _cached_encoder(embedder, embedding_cache(eval_settings))
     systems: list[SystemResult] = _baselines(dataset, encode, depth, log) if baselines else []
     ingest: dict[str, dict[str, Any]] = {}
     needs_graph = any(strategy_class(s).needs_graph for s in strategies)
     needs_summaries = any(strategy_class(s).needs_summaries for s in strategies)
 
     vectors = WeaviateStore.connect(eval_settings)
-    graph = nlp = None
+    graph = nlp = extractor = None
     try:
         if needs_graph:
+            # deferred: spaCy loads only when the graph is built or queried
             from ragloom.extraction import extractor_for
-            from ragloom.indexing.graph import sync_graph
-            from ragloom.indexing.synonyms import SynonymParams
+
+            # deferred: the store's driver loads only when a store is opened
             from ragloom.stores.neo4j import Neo4jStore
 
             graph = Neo4jStore.connect(eval_settings)
@@ -149,20 +153,23 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
             started = time.perf_counter()
             chunks = chunker_for(chunking, embedder, **eval_settings.chunker_params(chunking)).chunk_many(
                 dataset.documents)
-            chunk_seconds = time.perf_counter() - started
-            report = sync_vectors(vectors, embedder, chunking, chunks, cache=cache, log=log)
-            ingest[chunking] = {"chunks": len(chunks), "chunk_seconds": round(chunk_seconds, 2),
-                                "vector_seconds": round(time.perf_counter() - started - chunk_seconds, 2),
+            chunk_seconds = round(time.perf_counter() - started, 2)
+            # the assets' own stages (ragloom.indexing.compose), so the figures come from the code Dagster runs
+            done = index_chunking(eval_settings, chunking, chunks, vectors=vectors, embedder=embedder, graph=graph,
+                                  extractor=extractor, summaries=needs_summaries, log=log)
+            report = done.vectors
+            ingest[chunking] = {"chunks": len(chunks), "chunk_seconds": chunk_seconds,
+                                "vector_seconds": done.seconds["vectors"],
                                 "vectors_inserted": report.inserted, "vectors_deleted": report.deleted,
                                 "embedded": report.embedded, "cache_hits": report.cache_hits}
-            if needs_summaries:
-                ingest[chunking].update(_summaries(vectors, embedder, chunking, chunks, cache, eval_settings, log))
-            if needs_graph:
-                graph_started = time.perf_counter()
-                graph_report = sync_graph(graph, extractor, chunking, chunks, log=log, embedder=embedder,
-                                          synonyms=SynonymParams.from_settings(eval_settings))
-                ingest[chunking]["graph_seconds"] = round(time.perf_counter() - graph_started, 2)
-                ingest[chunking]["graph_chunks_added"] = graph_report.chunks_added
+            if done.summaries is not None:
+                ingest[chunking].update({"summary_seconds": done.seconds["summaries"],
+                                         "summary_sections": done.summaries.sections,
+                                         "summaries_built": done.summaries.built,
+                                         "summary_method": done.summaries.method})
+            if done.graph is not None:
+                ingest[chunking]["graph_seconds"] = done.seconds["graph"]
+                ingest[chunking]["graph_chunks_added"] = done.graph.chunks_added
             log(f"ingested {chunking}: {ingest[chunking]}")
 
         with Ragloom(eval_settings, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp) as rag:
@@ -192,20 +199,6 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
                 "graph_namespace": eval_settings.graph_namespace, "embed_model": embedder.model_id},
     )
 
-
-def _summaries(vectors: Any, embedder: Any, chunking: str, chunks: list[Any], cache: Any, settings: Settings,
-               log: Log) -> dict[str, Any]:
-    """The chunking's RAPTOR-lite summary level (incremental): extractive unless RAGLOOM_SUMMARY_MODE=llm, so
-    an evaluation is deterministic and does not wait on a model by default."""
-    from ragloom.indexing.summaries import state_file, summary_model, sync_summaries
-
-    started = time.perf_counter()
-    with summary_model(settings, settings.summary_mode == "llm") as llm:
-        state = state_file(settings.artifacts_dir, vectors, chunking)
-        report = sync_summaries(vectors, embedder, chunking, chunks, state, cache=cache, llm=llm,
-                                budget_tokens=settings.summary_tokens, window=settings.summary_window, log=log)
-    return {"summary_seconds": round(time.perf_counter() - started, 2), "summary_sections": report.sections,
-            "summaries_built": report.built, "summary_method": report.method}
 
 
 def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, depth: int,
@@ -272,7 +265,6 @@ def adaptive_tally(dataset: EvalDataset, outcomes: Mapping[str, Outcome], metric
 def hits_of(items: Sequence[Any]) -> list[Hit]:
     """Retrieved chunks as hits, in rank order. graph_rag's context item (the visited subgraph, not a chunk of
     any document) is left out: it is context for a reader, not a ranked result."""
-    from ragloom.retrieval.postprocess import GRAPH_SOURCE
 
     hits = []
     for item in items:
@@ -288,15 +280,13 @@ def hits_of(items: Sequence[Any]) -> list[Hit]:
 
 def _cached_encoder(embedder: Any, cache: Any) -> Callable[[Sequence[str]], Any]:
     """``embedder.encode`` through the shared embedding cache (the baselines' whole documents are re-used)."""
-    from ragloom.indexing.vectors import encode_cached
-
     return lambda texts: encode_cached(embedder, cache, list(texts))[0]
 
 
 def drop_namespace(settings: Settings, dataset_name: str, namespace: str | None = None) -> list[str]:
     """Delete an evaluation's collections and graph namespace; returns what was removed."""
-    from ragloom.stores.neo4j import Neo4jStore
-    from ragloom.stores.weaviate import WeaviateStore
+    from ragloom.stores.neo4j import Neo4jStore  # deferred: the store's driver loads only when a store is opened
+    from ragloom.stores.weaviate import WeaviateStore  # deferred: as above
 
     eval_settings = namespace_settings(settings, dataset_name, namespace)
     with WeaviateStore.connect(eval_settings) as store:

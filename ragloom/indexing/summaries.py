@@ -31,6 +31,8 @@ import numpy as np
 
 from ragloom import files
 from ragloom.errors import ConfigError, LLMError
+from ragloom.indexing.vectors import encode_cached, sync_vectors
+from ragloom.llm import LLMClient, prompts
 from ragloom.types import Chunk, Log, no_log, sha256_hex
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n{2,}")
@@ -166,7 +168,6 @@ def cut_to_budget(text: str, budget_tokens: int, count: Callable[[str], int] = w
 def llm_summarizer(client: Any, budget_tokens: int, count: Callable[[str], int] = word_tokens,
                    max_input_chars: int = 6000) -> Summarize:
     """A summarizer calling the model (prompt ``summarize_section``), its reply cut to the budget."""
-    from ragloom.llm import prompts
 
     def summarize(text: str) -> tuple[str, int]:
         messages = prompts.SUMMARIZE_SECTION.render(section=text[:max_input_chars], words=str(budget_tokens))
@@ -245,7 +246,6 @@ def summary_model(settings: Any, use_llm: bool) -> Iterator[Any]:
     if not use_llm:
         yield None
         return
-    from ragloom.llm import LLMClient
 
     llm = LLMClient.from_settings(settings)
     if llm is None:
@@ -261,7 +261,6 @@ def sync_summaries(store: Any, embedder: Any, chunking: str, chunks: Sequence[Ch
                    log: Log = no_log) -> SummaryReport:
     """Summarize the chunking's changed sections (``llm`` when given, else extractive) and make the summary
     level hold exactly the current sections' summaries (``sync_vectors``: only new ones are embedded)."""
-    from ragloom.indexing.vectors import encode_cached, sync_vectors
 
     report = SummaryReport(chunking)
     sections = group_sections(chunks, window)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragloom import quality
-from ragloom.dynamic import is_injected, sweep_expired
+from ragloom.dynamic import is_injected
 from ragloom.embedding.base import Embedder
 from ragloom.errors import ConfigError, StoreError
 from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
@@ -31,7 +31,6 @@ class VectorSyncReport(SyncReport):
     embed_seconds: float = 0.0
     write_seconds: float = 0.0  # all Weaviate write time (overlapped with embedding)
     collection_size: int = 0
-    expired_swept: int = 0  # injected items past their TTL, deleted by this sync (the nightly job's sweep)
     reindexed: int = 0  # stored chunks whose vectors were missing from the vector index, re-indexed
 
     derived = ("chunks_per_second",)
@@ -116,9 +115,6 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     report.reindexed = store.repair_vector_index(strategy, [*kept, *current])
     if report.reindexed:
         log(f"{strategy}: re-indexed {report.reindexed} stored chunks missing from the vector index")
-    report.expired_swept = sweep_expired(store, [strategy])
-    if report.expired_swept:
-        log(f"{strategy}: swept {report.expired_swept} expired injected items")
     report.collection_size = store.count(strategy)
     report.seconds = time.perf_counter() - started
     log(f"{strategy}: inserted {report.inserted}, deleted {report.deleted}, unchanged {report.unchanged}, "

@@ -1,11 +1,11 @@
-"""The optional language-model layer: an OpenAI-compatible client, query transforms, answers with citations
-and an answer cache. Nothing here imports dagster; without a configured model every feature degrades (the
-transforms are skipped, ``ask`` returns the ranked context)."""
+"""The optional language-model layer: an OpenAI-compatible client, prompts, query transforms, generation strategies
+and an answer cache. Answers with citations are composed above retrieval, in ``ragloom.answer``. A model client
+like the embedder: it sits below retrieval, which uses it for multi_hop's follow-ups and adaptive's LLM router.
+Without a configured model every feature degrades (transforms are skipped, ``ask`` returns the ranked context)."""
 
 from collections.abc import Sequence
 
 from ragloom.errors import ConfigError
-from ragloom.llm.answer import Answer, AnswerCitation, AnswerOptions, answer, parse_citations
 from ragloom.llm.cache import AnswerCache, cache_key
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.expand import Expansion
@@ -37,16 +37,12 @@ def check_names(transforms: Sequence[str] = (), generation: str | None = None) -
 
 __all__ = [
     "check_names",
-    "Answer",
     "AnswerCache",
-    "AnswerCitation",
-    "AnswerOptions",
     "Completion",
     "Expansion",
     "GenerationStrategy",
     "LLMClient",
     "QueryTransform",
-    "answer",
     "available_generations",
     "available_transforms",
     "cache_key",
@@ -54,7 +50,6 @@ __all__ = [
     "transform_options",
     "get_generation",
     "get_transform",
-    "parse_citations",
     "register_generation",
     "register_transform",
 ]

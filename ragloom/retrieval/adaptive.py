@@ -1,13 +1,13 @@
 """adaptive: route each query to a strategy, check the result, and retry with the next strategy when it is weak.
 
 Routing reads the query's form and two cheap lane queries (dense and BM25, 10 candidates each; see
-``ragloom.routing.features``). The router is the learned model when one is trained (``ragloom router train``,
+``ragloom.retrieval.routing.features``). The router is the learned model when one is trained (``ragloom router train``,
 loaded from RAGLOOM_ROUTER_MODEL inside the artifacts folder: a setting, never an option), the LLM selector
 with ``router=llm`` and a configured model, else rules. The chosen strategy runs with its own defaults on this
 retriever's chunking. The quality check (best dense cosine, query-term coverage; margin and diversity when
 their thresholds are set) may send the query to the next untried strategy of ``chain``, at most
 ``max_retries`` times; the best try by quality is returned. ``info`` records the route, every try (its
-quality, why it was weak, its first 10 distinct documents) and the try returned; ``ragloom.routing.monitor``
+quality, why it was weak, its first 10 distinct documents) and the try returned; ``ragloom.retrieval.routing.monitor``
 counts them over many queries.
 """
 
@@ -27,11 +27,11 @@ from ragloom.retrieval.base import (
     register_retrieval_strategy,
     strategy_class,
 )
-from ragloom.routing.features import FORM_NAMES, SIGNAL_K, named
-from ragloom.routing.features import features as route_features
-from ragloom.routing.quality import assess, weak_reasons
-from ragloom.routing.router import LLMRouter, RuleRouter
-from ragloom.types import RetrievedItem
+from ragloom.retrieval.routing.features import FORM_NAMES, SIGNAL_K, named
+from ragloom.retrieval.routing.features import features as route_features
+from ragloom.retrieval.routing.quality import assess, weak_reasons
+from ragloom.retrieval.routing.router import LLMRouter, RuleRouter
+from ragloom.types import RetrievedItem, Scope
 
 DEFAULT_CHAIN = ("hybrid", "graph_rag", "dense", "bm25")
 ROUTERS = ("auto", "rules", "learned", "llm")
@@ -161,7 +161,6 @@ def signals(request: SearchRequest, chunking: str, with_lanes: bool = True) -> A
 def query_features(context: Any, chunking: str, query: str, with_lanes: bool = True) -> Any:
     """``signals`` outside a search (router training, the routing benchmark), with the default scope and no
     filters."""
-    from ragloom.types import Scope
 
     request = SearchRequest(query=query, k=SIGNAL_K, scope=Scope.from_path(None), filters=None,
                             chunking=chunking, context=context, fetch_k=SIGNAL_K, include_vectors=False)
@@ -169,7 +168,8 @@ def query_features(context: Any, chunking: str, query: str, with_lanes: bool = T
 
 
 def _documents(items: list[RetrievedItem], n: int) -> list[str]:
-    """The first ``n`` distinct documents of a try, in rank order (ragloom.routing.monitor scores tries by them)."""
+    """The first ``n`` distinct documents of a try, in rank order (ragloom.retrieval.routing.monitor scores tries
+    by them)."""
     return list(dict.fromkeys(i.document_id for i in items))[:n]
 
 

@@ -36,6 +36,7 @@ from ragloom.retrieval.query import (
     check_scope,
     check_text,
 )
+from ragloom.retrieval.rerank import rerank
 from ragloom.stores.base import GraphStore, VectorStore
 from ragloom.types import RetrievalResult, RetrievedItem, Scope
 
@@ -69,7 +70,8 @@ POSTPROCESS_OPTIONS: dict[str, Option] = {
     "rerank_candidates": Option(30, min=1, max=MAX_K * 2, help="how many of the strategy's best items the "
                                 "reranker reads (at least k)"),
     "relevance_floor": Option(0.0, min=0.0, max=1.0, help="drop reranked items whose relevance (sigmoid) is "
-                              "below this; 0 = off; never abstains"),
+                              "below this; 0 = off; when it drops every item, an abstaining query (abstain) says "
+                              "it abstained with reason 'no results'"),
 }
 POSTPROCESS_DEFAULTS: dict[str, Any] = {name: option.default for name, option in POSTPROCESS_OPTIONS.items()}
 
@@ -197,10 +199,6 @@ class RetrievalContext:
             while len(self._query_vectors) > self.query_vector_size:
                 self._query_vectors.popitem(last=False)
         return vector
-
-    def loaded(self, name: str) -> Any:
-        """The object if already loaded, without loading it (for close())."""
-        return self._values.get(name)
 
 
 @dataclass
@@ -392,7 +390,6 @@ class Retriever(ABC):
 
     def _rerank(self, request: SearchRequest, reranker: Any, items: list[RetrievedItem],
                 post: dict[str, Any]) -> tuple[list[RetrievedItem], dict[str, Any]]:
-        from ragloom.retrieval.rerank import rerank
 
         pinned = [i for i in items if pp.is_graph_context(i)]  # context, not a passage to judge
         ranked = [i for i in items if not pp.is_graph_context(i)]
@@ -521,19 +518,19 @@ def options_for(strategies: Sequence[str], given: Mapping[str, Any] | str | None
         try:
             given = json.loads(given) if given.strip() else {}
         except json.JSONDecodeError as e:
-            raise RetrievalError(f"options are not valid JSON: {e.msg} (at character {e.pos})") from e
+            raise QueryError(f"options are not valid JSON: {e.msg} (at character {e.pos})") from e
     if not isinstance(given, Mapping) and given is not None:
-        raise RetrievalError(f"options must be a JSON object of option: value, got {type(given).__name__}")
+        raise QueryError(f"options must be a JSON object of option: value, got {type(given).__name__}")
     classes = {name: strategy_class(name) for name in strategies}
     for pair in pairs:
         if "=" not in pair or not pair.partition("=")[0].strip():
-            raise RetrievalError(f"option {pair!r} should look like key=value")
+            raise QueryError(f"option {pair!r:.80} should look like key=value")
     named = {*(given or {}), *(pair.partition("=")[0].strip() for pair in pairs)}
     declared = {option for cls in classes.values() for option in cls.all_options()}
     unknown = sorted(named - declared)
     if unknown:
         owner = ", ".join(classes)
-        raise RetrievalError(f"{owner}: unknown option {unknown[0]!r}; options: {', '.join(sorted(declared))}")
+        raise QueryError(f"{owner}: unknown option {unknown[0]!r:.80}; options: {', '.join(sorted(declared))}")
     out = {}
     for name, cls in classes.items():
         mine = cls.all_options()

@@ -17,7 +17,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragloom.extraction.resolution import DEFAULT_PLURAL_TYPES, normalize_name
+from ragloom.extraction import query_entities
+from ragloom.extraction.resolution import DEFAULT_PLURAL_TYPES, normalize_name, singular
 
 if TYPE_CHECKING:
     from ragloom.retrieval.graph_index import RetrievalGraph
@@ -50,8 +51,6 @@ def ner_names(nlp: Any, text: str) -> list[str]:
     """spaCy's names in ``text`` (``extraction.query_entities``), run with one BLAS thread: the matrices of
     one short query are tiny, and two OpenBLAS threads on a busy 2-core machine made this step 5-25x slower
     (p50 12-48 ms against 1.8 ms)."""
-    from ragloom.extraction import query_entities
-
     global _blas
     with _blas_lock:
         if _blas is None:
@@ -65,8 +64,6 @@ def ner_names(nlp: Any, text: str) -> list[str]:
 def _usable(token: str, vocabulary: Any) -> bool:
     """Whether every word ``token`` brings into a normalised name is a word of some entity name (a plural
     counts when its singular is: NORP names are folded to the singular)."""
-    from ragloom.extraction.resolution import singular
-
     return token.casefold() in _DROPPED or all(w in vocabulary or singular(w) in vocabulary
                                                 for w in normalize_name(token).split())
 

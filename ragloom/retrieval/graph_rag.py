@@ -71,9 +71,8 @@ class GraphRagRetriever(Retriever):
         "max_iter": Option(10, min=1, max=1000,
                            help="power iterations at most (one sparse mat-vec each; 8-30 rank MuSiQue alike)"),
         "vector_lane": Option("hybrid", choices=("dense", "hybrid"), help="the lane that seeds the passages"),
-        "alpha": Option(0.5, min=0.0, max=1.0, help="vector_lane=hybrid: 0 = BM25 only, 1 = vector only"),
-        "fusion_type": Option("relative_score", choices=lanes.HYBRID_FUSION_TYPES,
-                              help="vector_lane=hybrid: how Weaviate fuses its BM25 and vector scores"),
+        "alpha": lanes.ALPHA,
+        "fusion_type": lanes.FUSION_TYPE,
         "graph_context": Option(True, help="prepend the subgraph around the query as a context item (rank 0)"),
         "context_edges": Option(30, min=0, max=1000, help="edges written into the context item at most"),
     }

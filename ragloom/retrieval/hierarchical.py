@@ -76,7 +76,7 @@ class HierarchicalRetriever(Retriever):
         # hybrid: the coarse levels' vectors read only the first 256 tokens of a section or parent (the model's
         # limit); BM25 reads all of it. ObliQA dev passage R@10 0.749 (dense) -> 0.955 (hybrid).
         "lane": Option("hybrid", choices=("dense", "hybrid"), help="the lane every level is searched with"),
-        "alpha": Option(0.5, min=0.0, max=1.0, help="lane=hybrid: 0 = BM25 only, 1 = vector only"),
+        "alpha": lanes.ALPHA,
         "auto_merge": Option(True, help="replace children covering merge_threshold of a parent by the parent"),
         "merge_threshold": Option(0.5, min=0.0, max=1.0, exclusive_min=True,
                                   help="share of a parent's text its retrieved children must cover to merge"),

@@ -29,9 +29,8 @@ class HybridRetriever(Retriever):
     summary = "Weaviate's native hybrid (BM25 + vector), or client-side fusion of any lanes"
 
     declared_options: dict[str, Option] = {
-        "alpha": Option(0.5, min=0.0, max=1.0, help="native hybrid: 0 = BM25 only, 1 = vector only"),
-        "fusion_type": Option("relative_score", choices=lanes.HYBRID_FUSION_TYPES,
-                              help="native hybrid: how Weaviate fuses its BM25 and vector scores"),
+        "alpha": lanes.ALPHA,
+        "fusion_type": lanes.FUSION_TYPE,
         "client_fusion": Option(False, help="run the lanes separately and fuse them here instead of natively"),
         "lanes": Option(("dense", "bm25"), choices=lanes.LANES, min_items=1,
                         help="client fusion: the lanes to run, each once"),

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from ragloom.errors import RetrievalError
 from ragloom.filters import Node
+from ragloom.options import Option
 from ragloom.retrieval.base import SearchRequest, store_call
 from ragloom.types import RetrievedItem
 
 LANES = ("dense", "bm25", "hybrid")
 HYBRID_FUSION_TYPES = ("relative_score", "ranked")
+
+# the hybrid lane's two knobs, declared once for every strategy that runs the lane
+ALPHA = Option(0.5, min=0.0, max=1.0, help="the hybrid lane's balance: 0 = BM25 only, 1 = vector only")
+FUSION_TYPE = Option("relative_score", choices=HYBRID_FUSION_TYPES,
+                     help="the hybrid lane's fusion inside Weaviate: scores min-max normalized, or ranks")
 
 
 def _tag(items: list[RetrievedItem], lane: str) -> list[RetrievedItem]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ragloom.errors import RagloomError
+from ragloom.llm.transforms import FollowUp
 from ragloom.options import Option
 from ragloom.retrieval import fusion, lanes
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy
@@ -44,9 +45,8 @@ class MultiHopRetriever(Retriever):
         "first_weight": Option(2.0, min=0.0, max=100.0,
                                help="RRF weight of the first round (each later query weighs 1)"),
         "lane": Option("hybrid", choices=lanes.LANES, help="the lane every round runs"),
-        "alpha": Option(0.5, min=0.0, max=1.0, help="lane=hybrid: 0 = BM25 only, 1 = vector only"),
-        "fusion_type": Option("relative_score", choices=lanes.HYBRID_FUSION_TYPES,
-                              help="lane=hybrid: how Weaviate fuses its BM25 and vector scores"),
+        "alpha": lanes.ALPHA,
+        "fusion_type": lanes.FUSION_TYPE,
         "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, max=10_000,
                         help="the k in weight / (rrf_k + rank) fusing the rounds"),
         "lane_multiplier": Option(3, min=1, max=50, help="each query fetches k x this many candidates"),
@@ -110,7 +110,6 @@ class MultiHopRetriever(Retriever):
         llm, _ = self.context.llm()
         if llm is None:
             return fused
-        from ragloom.llm.transforms import FollowUp
 
         info = request.info.setdefault("multi_hop", {"rounds": 1, "bridges": []})
         hops: list[dict[str, Any]] = []

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from ragloom.chunking.tokens import get_token_counter
 from ragloom.errors import RetrievalError
 from ragloom.types import HEADING_SEPARATOR, RetrievalResult, RetrievedItem
 
@@ -171,6 +172,9 @@ def is_graph_context(item: RetrievedItem) -> bool:
 
 @dataclass(frozen=True)
 class Citation:
+    """A passage as a reader cites it: its number in a context, where it comes from, and (for answers) an excerpt
+    and its retrieval score. The one citation type of the API, the answers and the service."""
+
     number: int
     chunk_id: str
     document_id: str
@@ -179,9 +183,33 @@ class Citation:
     heading_path: tuple[str, ...] = ()
     start: int | None = None
     end: int | None = None
+    excerpt: str = ""
+    score: float = 0.0
+
+    @classmethod
+    def of(cls, item: RetrievedItem, number: int = 0, excerpt_chars: int = 0) -> Citation:
+        """The citation of a retrieved item; ``excerpt_chars`` > 0 keeps that much of its text, whitespace folded."""
+        flat = " ".join(item.text.split()) if excerpt_chars else ""
+        meta = item.metadata
+        return cls(number=number, chunk_id=item.chunk_id, document_id=item.document_id,
+                   title=str(meta.get("title") or ""), source_path=str(meta.get("source_path") or ""),
+                   heading_path=tuple(item.heading_path), start=meta.get("start"), end=meta.get("end"),
+                   excerpt=flat[:excerpt_chars] + ("..." if len(flat) > excerpt_chars else ""),
+                   score=round(float(item.score), 6))
+
+    def where(self) -> str:
+        """'Title > Heading (source, chars a-b)': where a reader finds the passage."""
+        label = HEADING_SEPARATOR.join([self.title or self.document_id, *self.heading_path])
+        span = f", chars {self.start}-{self.end}" if self.start is not None else ""
+        return f"{label} ({self.source_path or self.document_id}{span})"
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Citation:
+        """A citation read back from JSON (the answer cache): lists become tuples again."""
+        return cls(**{**data, "heading_path": tuple(data.get("heading_path") or ())})
 
 
 def assemble_context(result: RetrievalResult | Sequence[RetrievedItem], token_budget: int,
@@ -193,7 +221,6 @@ def assemble_context(result: RetrievalResult | Sequence[RetrievedItem], token_bu
     number to the chunk and document. ``count_tokens`` defaults to the embedding model's tokenizer.
     """
     if count_tokens is None:
-        from ragloom.chunking.tokens import get_token_counter
 
         count_tokens = get_token_counter().count
     items = result.items if isinstance(result, RetrievalResult) else result
@@ -210,9 +237,5 @@ def assemble_context(result: RetrievalResult | Sequence[RetrievedItem], token_bu
             continue
         used += cost
         blocks.append(block)
-        citations.append(Citation(
-            number=number, chunk_id=item.chunk_id, document_id=item.document_id,
-            title=str(item.metadata.get("title", "")), source_path=str(item.metadata.get("source_path", "")),
-            heading_path=tuple(item.heading_path), start=item.metadata.get("start"), end=item.metadata.get("end"),
-        ))
+        citations.append(Citation.of(item, number))
     return "\n\n".join(blocks), citations

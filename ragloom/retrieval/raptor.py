@@ -36,7 +36,7 @@ class RaptorRetriever(Retriever):
         "section_weight": Option(0.3, min=0.0, max=100.0,
                                  help="fusion weight of the sections' chunks (direct matches weigh 1)"),
         "lane": Option("hybrid", choices=lanes.LANES, help="the lane every query runs"),
-        "alpha": Option(0.5, min=0.0, max=1.0, help="lane=hybrid: 0 = BM25 only, 1 = vector only"),
+        "alpha": lanes.ALPHA,
         "fusion": Option("weighted", choices=("rrf", "weighted"),
                          help="how the two chunk lists are fused: rrf (ranks) or weighted (min-max scores)"),
         "rrf_k": Option(fusion.DEFAULT_RRF_K, min=0, max=10_000, help="fusion=rrf: the k in weight / (rrf_k + rank)"),

@@ -121,6 +121,7 @@ class OnnxCrossEncoderReranker(Reranker):
                  threads: int | None = None, batch_size: int = 32) -> None:
         from tokenizers import Tokenizer
 
+        # deferred: torch / onnxruntime load only with a model
         from ragloom.embedding.onnx import ModelLayout, export_model, open_session
 
         folder = model_dir(model)
@@ -148,7 +149,7 @@ class OnnxCrossEncoderReranker(Reranker):
             raise RerankError(f"{model!r} has {labels} labels; a reranker has one")
 
     def logits(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        from ragloom.embedding.onnx import padded_batches
+        from ragloom.embedding.onnx import padded_batches  # deferred: torch / onnxruntime load only with a model
 
         out = np.zeros(len(texts), dtype=np.float64)
         try:

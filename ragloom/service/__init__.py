@@ -15,7 +15,7 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
     process's Python work to one core, and a graph_rag query is mostly Python and numpy between store calls."""
     import uvicorn
 
-    from ragloom.service.app import create_app
+    from ragloom.service.app import create_app  # deferred: FastAPI and uvicorn load only when serving
 
     settings = settings or Settings.from_env()
     # the address bound is the one the app sees: /metrics is open or keyed by it (Settings.metrics_need_key)

@@ -17,12 +17,14 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragloom import dynamic
+from ragloom.api import Ragloom
 from ragloom.errors import RagloomError
 from ragloom.service import docs
 from ragloom.service.auth import RateLimiter
 from ragloom.service.errors import public_error
 from ragloom.service.keys import KeyStore
 from ragloom.service.metrics import ServiceMetrics
+from ragloom.service.routers import admin, ask, documents, health, inject, playground, query
 from ragloom.settings import Settings
 
 log = logging.getLogger("ragloom.service")
@@ -132,7 +134,6 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own = rag is None
         if own:
-            from ragloom.api import Ragloom
 
             app.state.rag = await asyncio.to_thread(Ragloom, settings, coalesce_queries=True, hide_schema=True)
         else:
@@ -163,8 +164,6 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     app.state.auth_failures = RateLimiter(settings.service_auth_failures_per_minute)
     app.state.metrics = ServiceMetrics()
     app.state.item_strategies = dynamic.item_strategies(settings.chunkings)
-
-    from ragloom.service.routers import admin, ask, documents, health, inject, playground, query
 
     for module in (query, ask, inject, documents, admin, health, playground):
         app.include_router(module.router)
@@ -204,8 +203,7 @@ async def _sweep_forever(app: FastAPI) -> None:
     while True:
         await asyncio.sleep(settings.service_sweep_seconds)
         try:
-            removed = await app.state.rag.run_blocking(dynamic.sweep_expired, app.state.rag.context.vectors,
-                                                       app.state.item_strategies)
+            removed = await app.state.rag.run_blocking(app.state.rag.sweep_expired, app.state.item_strategies)
         except RagloomError as e:
             log.warning("sweeping expired dynamic items failed: %s", e)
             continue

@@ -24,28 +24,17 @@ from ragloom.types import Scope, sha256_hex
 KEY_PREFIX = "rlk_"
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who a key speaks for. ``user`` empty: the whole tenant (an application acting for its users).
+def check_principal(tenant: str, user: str = "", admin: bool = False) -> None:
+    """Who a key may speak for. ``user`` empty: the whole tenant (an application acting for its users).
 
     Admin keys are tenant-wide: an admin promotes documents into its tenant's common space (or __shared__), an act
     on behalf of the whole tenant, so only a key that already speaks for the whole tenant may hold it. A user-level
     admin would either add nothing or reach sideways into other users' private documents (issue #28)."""
-
-    tenant: str
-    user: str = ""
-    admin: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.tenant:
-            raise ConfigError("a key needs a tenant")
-        Scope(self.tenant, self.user)  # same part rules as every scope (no '/', not __shared__)
-        if self.admin and self.user:
-            raise ConfigError("admin keys are tenant-wide: create the admin key without a user")
-
-    @property
-    def scope(self) -> Scope:
-        return Scope(self.tenant, self.user)
+    if not tenant:
+        raise ConfigError("a key needs a tenant")
+    Scope(tenant, user)  # same part rules as every scope (no '/', not __shared__)
+    if admin and user:
+        raise ConfigError("admin keys are tenant-wide: create the admin key without a user")
 
 
 @dataclass(frozen=True)
@@ -59,9 +48,6 @@ class KeyRecord:
     revoked_at: float | None = None
     label: str = ""
 
-    @property
-    def principal(self) -> Principal:
-        return Principal(self.tenant, self.user, self.admin)
 
     def public(self) -> dict:
         """What `keys list` shows: everything but the hash."""
@@ -113,10 +99,6 @@ class KeyStore:
             return None
         return record
 
-    def verify(self, key: str | None) -> Principal | None:
-        record = self.lookup(key)
-        return None if record is None else record.principal
-
     # writing ---------------------------------------------------------------------------------------
     def _save(self, records: dict[str, KeyRecord]) -> None:
         files.write_text(self.path, json.dumps({"keys": [asdict(r) for r in records.values()]}, indent=1), mode=0o600)
@@ -124,7 +106,7 @@ class KeyStore:
 
     def create(self, tenant: str, user: str = "", admin: bool = False, label: str = "") -> tuple[str, KeyRecord]:
         """A new key and its record. The key is returned here and nowhere else."""
-        Principal(tenant, user, admin)
+        check_principal(tenant, user, admin)
         key_id = secrets.token_hex(6)
         key = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
         record = KeyRecord(key_id=key_id, tenant=tenant, user=user, admin=admin, created_at=time.time(),

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragloom.routing.monitor import outcome
+from ragloom.retrieval.routing.monitor import outcome
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -94,7 +94,7 @@ class ServiceMetrics:
         self.errors = Counter("ragloom_errors_total", "Requests answered with an error, by kind", ("kind",))
         self.injected = Counter("ragloom_injected_items_total", "Dynamic items injected")
         self.swept = Counter("ragloom_swept_items_total", "Expired dynamic chunks deleted by the sweeper")
-        # the adaptive strategy (ragloom.routing.monitor): retry rate = retried / queries
+        # the adaptive strategy (ragloom.retrieval.routing.monitor): retry rate = retried / queries
         self.adaptive_queries = Counter("ragloom_adaptive_queries_total", "Adaptive queries answered")
         self.adaptive_routed = Counter("ragloom_adaptive_routed_total", "Adaptive queries by the strategy routed to",
                                        ("strategy",))

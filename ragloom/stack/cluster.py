@@ -61,7 +61,7 @@ def worker_names(settings: Settings) -> list[str]:
 # --- the environment every part of the profile shares -------------------------------------------------
 
 def with_secrets(settings: Settings) -> Settings:
-    from ragloom.stack import _ensure_secret
+    from ragloom.stack import _ensure_secret  # deferred: ragloom.stack's package imports this profile's parts
 
     return dataclasses.replace(
         settings,
@@ -77,7 +77,7 @@ def broker_url(settings: Settings, db: int = 0) -> str:
 def client_env(settings: Settings) -> dict[str, str]:
     """Variables a process needs to join the profile: Dagster's instance, the Celery executor, Postgres and
     the Weaviate cluster."""
-    from ragloom.stack import weaviate_cluster
+    from ragloom.stack import weaviate_cluster  # deferred: ragloom.stack's package imports this profile's parts
 
     return {
         **weaviate_cluster.client_env(settings),
@@ -286,7 +286,7 @@ def ready_workers(settings: Settings) -> list[str]:
 
 def up(settings: Settings) -> Settings:
     """Start the profile (the single-machine stack's Neo4j and credentials must be up already)."""
-    from ragloom.stack import weaviate_cluster
+    from ragloom.stack import weaviate_cluster  # deferred: ragloom.stack's package imports this profile's parts
 
     settings = with_secrets(settings)
     write_instance(settings)
@@ -314,7 +314,7 @@ def down(settings: Settings) -> dict[str, bool]:
     worker shuts down through its broker). Returns which processes were running."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ragloom.stack import weaviate_cluster
+    from ragloom.stack import weaviate_cluster  # deferred: ragloom.stack's package imports this profile's parts
 
     def stop(name: str) -> bool:
         return _proc(settings, name).stop(timeout=60)

@@ -370,6 +370,14 @@ class Neo4jStore(Closing):
         degrees = self._run(cypher.entity_degrees(self.namespace))
         return {**counts, "top_entities": degrees[:top], "degrees": [r["degree"] for r in degrees]}
 
+    def ready(self) -> bool:
+        """Whether the server answers (health checks): any failure to answer is "not ready"."""
+        try:
+            self.driver.verify_connectivity()
+            return True
+        except Exception:  # noqa: BLE001 - a health probe: every failure means not ready
+            return False
+
     # --- checks ---------------------------------------------------------------------------------------
 
     def empty_entity_names(self) -> int:
@@ -378,6 +386,3 @@ class Neo4jStore(Closing):
     def dangling_mentions(self) -> int:
         return self._run(cypher.dangling_mentions(self.namespace))[0]["n"]
 
-    def chunk_ids_not_in(self, ids: set[str], strategy: str) -> list[str]:
-        """Chunks of ``strategy`` in the graph that are not in ``ids`` (the current chunk set), sorted."""
-        return sorted(self.chunk_ids(strategy) - set(ids))

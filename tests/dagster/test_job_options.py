@@ -39,7 +39,7 @@ def test_query_job_refuses_bad_options(resources, strategy, options, needles):
         run_config={"ops": {"run_queries": {"config": {"strategy": strategy, "options": options}}}},
         resources=resources, raise_on_error=False)
     cls_name, message = _failure(result)
-    assert cls_name == "RetrievalError" and all(n in message for n in needles), message
+    assert cls_name == "QueryError" and all(n in message for n in needles), message
 
 
 @pytest.mark.parametrize("strategies, options, needles", [
@@ -54,7 +54,7 @@ def test_eval_job_refuses_bad_options_before_ingesting(resources, strategies, op
     result = eval_job.execute_in_process(run_config={"ops": {"run_evaluation": {"config": config}}},
                                          resources=resources, raise_on_error=False)
     cls_name, message = _failure(result)
-    assert cls_name == "RetrievalError" and all(n in message for n in needles), message
+    assert cls_name == "QueryError" and all(n in message for n in needles), message
 
 
 @pytest.mark.parametrize("scope", ["acme/../../x", "acme/ alice", "a" * 65])

@@ -6,8 +6,11 @@ import datetime as dt
 
 import dagster as dg
 
-from pipelines.definitions import defs, nightly_reingest, uploads_sensor
+from pipelines.definitions import defs
 from resources import CorpusResource
+
+nightly_reingest = defs.get_schedule_def("nightly_reingest")
+uploads_sensor = defs.get_sensor_def("uploads_sensor")
 
 
 def _evaluate(uploads_dir, cursor=None):

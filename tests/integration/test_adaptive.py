@@ -15,12 +15,12 @@ from ragloom.api import Ragloom
 from ragloom.chunking import chunker_for
 from ragloom.embedding import make_embedder
 from ragloom.errors import RetrievalError
+from ragloom.evaluation.routing_train import make_model
 from ragloom.indexing.vectors import sync_vectors
 from ragloom.parsing import parse_sources
 from ragloom.retrieval.adaptive import query_features
-from ragloom.routing import FEATURE_NAMES, LearnedRouter
-from ragloom.routing.features import FORM_NAMES
-from ragloom.routing.train import make_model
+from ragloom.retrieval.routing import FEATURE_NAMES, LearnedRouter
+from ragloom.retrieval.routing.features import FORM_NAMES
 from ragloom.settings import SAMPLE_CORPUS
 from ragloom.stores.embedding_cache import EmbeddingCache
 
@@ -108,7 +108,7 @@ def test_llm_router_choice_stays_within_the_chain(rag, llm_settings):
     from ragloom.errors import RagloomError
     from ragloom.llm import LLMClient
     from ragloom.retrieval import available_strategies, strategy_class
-    from ragloom.routing import LLMRouter
+    from ragloom.retrieval.routing import LLMRouter
 
     summaries = {name: strategy_class(name).summary for name in available_strategies()}
     with LLMClient.from_settings(llm_settings) as client:

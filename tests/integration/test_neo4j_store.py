@@ -177,8 +177,7 @@ def test_entities_by_names_matches_normalized_names_and_aliases(small_graph):
 
 def test_check_helpers_detect_bad_data(small_graph, neo4j_driver, namespace):
     assert small_graph.empty_entity_names() == 0 and small_graph.dangling_mentions() == 0
-    assert small_graph.chunk_ids_not_in({"c1", "c2"}, "recursive") == ["c3"]
-    assert small_graph.chunk_ids_not_in({"c1", "c2", "c3"}, "recursive") == []
+    assert small_graph.chunk_ids("recursive") == {"c1", "c2", "c3"}
     neo4j_driver.execute_query("CREATE (:Entity {ns: $ns, entity_id: 'blank', name: '  '})", ns=namespace)
     neo4j_driver.execute_query("MATCH (e:Entity {ns: $ns, entity_id: 'a'}) CREATE (:Stray {ns: $ns})-[:MENTIONS]->(e)",
                                ns=namespace)

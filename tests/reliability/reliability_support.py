@@ -13,7 +13,7 @@ import os
 import random
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +172,15 @@ def settings_env(settings: Any) -> dict[str, str]:
 
 def environ_without_ragloom() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("RAGLOOM_")}
+
+
+def people_nlp(people: Iterable[str], company: str) -> Any:
+    """A spaCy pipeline that recognizes exactly these people and the company, at ingestion and in queries alike."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("entity_ruler").add_patterns(
+        [{"label": "PERSON", "pattern": n} for n in people] + [{"label": "ORG", "pattern": company}])
+    return nlp
+

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reliability_support import STRATEGY, HashEmbedder
+from reliability_support import STRATEGY, HashEmbedder, people_nlp
 
 from ragloom.api import Ragloom
 from ragloom.extraction import EntityExtractor
@@ -78,13 +78,7 @@ def make_layout(seed: int) -> Layout:
 
 
 def layout_nlp(layout: Layout):
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    nlp.add_pipe("entity_ruler").add_patterns(
-        [{"label": "PERSON", "pattern": c} for c in layout.canary.values()] + [{"label": "ORG", "pattern": COMPANY}])
-    return nlp
+    return people_nlp(layout.canary.values(), COMPANY)
 
 
 def make_keys(store: KeyStore, layout: Layout) -> list[Key]:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from reliability_support import STRATEGY, HashEmbedder
+from reliability_support import STRATEGY, HashEmbedder, people_nlp
 
 from ragloom.api import Ragloom
 from ragloom.errors import FilterError, ScopeError
@@ -80,13 +80,7 @@ def make_layout(seed: int) -> Layout:
 
 def layout_nlp(layout: Layout):
     """Recognizes the layout's people and the company, at ingestion and in queries alike."""
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    nlp.add_pipe("entity_ruler").add_patterns(
-        [{"label": "PERSON", "pattern": n} for n in layout.secret.values()] + [{"label": "ORG", "pattern": COMPANY}])
-    return nlp
+    return people_nlp(layout.secret.values(), COMPANY)
 
 
 @pytest.fixture(scope="module", params=LAYOUT_SEEDS, ids=[f"layout{s}" for s in LAYOUT_SEEDS])
@@ -410,9 +404,8 @@ def _doc_canary(document_id: str) -> str:
 
 def stored_scopes(h, ids: list[str]) -> dict[str, set[str]]:
     from ragloom.filters import Condition
-    from ragloom.stores.service_ops import scope_paths_where
 
-    return {i: scope_paths_where(h.rag.context.vectors, STRATEGY, Condition("document_id", "document_id", "eq", i))
+    return {i: h.rag.context.vectors.scope_paths_where(STRATEGY, Condition("document_id", "document_id", "eq", i))
             for i in ids}
 
 

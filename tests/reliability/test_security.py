@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from service_harness import running_service
 
-from ragloom.routing.features import FEATURE_NAMES, FEATURE_VERSION
+from ragloom.retrieval.routing.features import FEATURE_NAMES, FEATURE_VERSION
 from ragloom.types import sha256_hex
 
 
@@ -97,7 +97,7 @@ def test_the_configured_router_loads_without_pickle_and_refuses_a_pickle(service
     (by anyone who can write the folder) is refused without running it, and the refusal names no path."""
     import dataclasses
 
-    from ragloom.routing import LearnedRouter, RouterError
+    from ragloom.retrieval.routing import LearnedRouter, RouterError
 
     settings = dataclasses.replace(service.settings, artifacts_path=tmp_path / "artifacts")
     target = settings.resolved_router_model

@@ -40,9 +40,7 @@ def test_defaults_and_overrides(env, tmp_path):
 
 @pytest.mark.parametrize("name,value,needle", [
     ("RAGLOOM_WEAVIATE_HTTP_PORT", "eighty", "RAGLOOM_WEAVIATE_HTTP_PORT"),
-    ("RAGLOOM_CHUNKINGS", "recursive,magic", "magic"),
     ("RAGLOOM_GRAPH_CHUNKINGS", "semantic,bogus", "bogus"),
-    ("RAGLOOM_STRATEGIES", "recursive,magic", "magic"),  # the former name is still read
     ("RAGLOOM_EMBED_BACKEND", "tpu", "RAGLOOM_EMBED_BACKEND"),
     ("RAGLOOM_SPACY_PROCESSES", "-2", "RAGLOOM_SPACY_PROCESSES"),
     ("RAGLOOM_WEAVIATE_WRITE_TIMEOUT_SECONDS", "0", "RAGLOOM_WEAVIATE_WRITE_TIMEOUT_SECONDS"),
@@ -51,13 +49,28 @@ def test_defaults_and_overrides(env, tmp_path):
     ("RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS", "-1", "RAGLOOM_GRAPH_SYNONYM_NEIGHBOURS"),
     ("RAGLOOM_CHUNKER_OPTIONS", "{headered", "RAGLOOM_CHUNKER_OPTIONS"),
     ("RAGLOOM_CHUNKER_OPTIONS", '{"headered": 3}', "RAGLOOM_CHUNKER_OPTIONS"),
-    ("RAGLOOM_CHUNKER_OPTIONS", '{"magic": {}}', "magic"),
-    ("RAGLOOM_CHUNKER_OPTIONS", '{"headered": {"heading_prefx": true}}', "heading_prefx"),
 ])
 def test_invalid_values_name_the_setting(env, name, value, needle):
     env.setenv(name, value)
     with pytest.raises(ConfigError, match=needle):
         Settings.from_env()
+
+
+@pytest.mark.parametrize("name,value,needle", [
+    ("RAGLOOM_CHUNKINGS", "recursive,magic", "magic"),
+    ("RAGLOOM_STRATEGIES", "recursive,magic", "magic"),  # the former name is still read
+    ("RAGLOOM_CHUNKER_OPTIONS", '{"magic": {}}', "magic"),
+    ("RAGLOOM_CHUNKER_OPTIONS", '{"headered": {"heading_prefx": true}}', "heading_prefx"),
+])
+def test_chunking_settings_are_checked_where_chunks_are_made(env, name, value, needle):
+    """Settings know no chunker: the names are checked against the registry by the chunking layer, which every
+    ingestion composition root calls (resources.settings_of, the evaluation runner)."""
+    from ragloom.chunking import check_chunking_settings
+
+    env.setenv(name, value)
+    settings = Settings.from_env()
+    with pytest.raises(ConfigError, match=needle):
+        check_chunking_settings(settings)
 
 
 def test_every_field_is_read_from_its_variable(env, tmp_path):

@@ -7,11 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request
 from starlette.datastructures import UploadFile as StarletteUpload
 
-from ragloom.filters import Condition
 from ragloom.service import intake
 from ragloom.service.auth import CallerDep
 from ragloom.service.models import UploadResponse
-from ragloom.stores.service_ops import count_where
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
 
@@ -72,9 +70,8 @@ async def status(upload_id: str, request: Request, who: CallerDep) -> UploadResp
         reason = intake.rejection(settings.artifacts_dir, record.path)
         if reason:
             return "rejected", reason
-        where = Condition("document_id", "document_id", "eq", record.document_id)
-        chunking = settings.chunkings[0]
-        return ("indexed", None) if count_where(state.rag.context.vectors, chunking, where) else ("queued", None)
+        indexed = state.rag.is_indexed(settings.chunkings[0], record.document_id)
+        return ("indexed", None) if indexed else ("queued", None)
 
     status_, reason = await state.rag.run_blocking(check)
     return UploadResponse(upload_id=record.upload_id, document_id=record.document_id, scope=record.scope,

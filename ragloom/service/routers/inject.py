@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request
 
-from ragloom import dynamic
 from ragloom.service.auth import CallerDep
 from ragloom.service.models import DeleteResponse, InjectRequest, InjectResponse
 
@@ -19,9 +18,8 @@ async def inject(body: InjectRequest, request: Request, who: CallerDep) -> Injec
         raise HTTPException(400, "inject into a chat scope (tenant/user/chat) or an agent scope (…/chat/agent)")
     state = request.app.state
     rag = state.rag
-    item = await rag.run_blocking(dynamic.inject, rag.context.vectors, rag.context.embedder, state.item_strategies,
-                                  body.text, scope, metadata=body.metadata, ttl_seconds=body.ttl_seconds,
-                                  namespace=body.namespace, title=body.title)
+    item = await rag.run_blocking(rag.inject, state.item_strategies, body.text, scope, metadata=body.metadata,
+                                  ttl_seconds=body.ttl_seconds, namespace=body.namespace, title=body.title)
     state.metrics.injected.inc()
     return InjectResponse(item_id=item.item_id, scope=scope.path, strategies=item.strategies,
                           expires_at=item.expires_at.isoformat() if item.expires_at else None)
@@ -30,8 +28,7 @@ async def inject(body: InjectRequest, request: Request, who: CallerDep) -> Injec
 @router.delete("/{item_id}", response_model=DeleteResponse, summary="Remove a dynamic item")
 async def delete(item_id: str, request: Request, who: CallerDep) -> DeleteResponse:
     state = request.app.state
-    deleted = await state.rag.run_blocking(dynamic.delete_item, state.rag.context.vectors, state.item_strategies,
-                                           item_id, who.scope)
+    deleted = await state.rag.run_blocking(state.rag.delete_item, state.item_strategies, item_id, who.scope)
     if not deleted:  # unknown, or someone else's: the same answer, so ids cannot be probed
         raise HTTPException(404, f"no dynamic item {item_id!r} in this key's scope")
     return DeleteResponse(item_id=item_id, deleted_chunks=deleted)

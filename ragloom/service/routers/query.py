@@ -8,10 +8,11 @@ from fastapi import APIRouter, Request
 
 from ragloom.dynamic import DYNAMIC
 from ragloom.query import parse_query
+from ragloom.retrieval.postprocess import Citation
 from ragloom.retrieval.query import Query
 from ragloom.service.auth import Caller, CallerDep
 from ragloom.service.models import QueryRequest, QueryResponse, ResultItem, Span
-from ragloom.types import HEADING_SEPARATOR, RetrievalResult, RetrievedItem
+from ragloom.types import RetrievalResult, RetrievedItem
 
 router = APIRouter(prefix="/v1", tags=["query"])
 _CORE = ("title", "source_path", "start", "end", "scope_path", "scope_tenant", "scope_user", "scope_chat",
@@ -19,12 +20,8 @@ _CORE = ("title", "source_path", "start", "end", "scope_path", "scope_tenant", "
 
 
 def citation(item: RetrievedItem) -> str:
-    """'Title > Heading (source, chars a-b)': where a reader finds the passage."""
-    meta = item.metadata
-    where = HEADING_SEPARATOR.join([meta.get("title") or item.document_id, *item.heading_path])
-    source = meta.get("source_path") or item.document_id
-    span = f", chars {meta['start']}-{meta['end']}" if meta.get("start") is not None else ""
-    return f"{where} ({source}{span})"
+    """Where a reader finds the passage (``Citation.where``)."""
+    return Citation.of(item).where()
 
 
 def item_body(item: RetrievedItem) -> ResultItem:

@@ -1,4 +1,4 @@
-"""``WeaviateStore``: the only code that talks to Weaviate for chunks, assembled from its parts."""
+"""``WeaviateStore``: the chunk store on Weaviate, assembled from its parts (one file per concern in this package)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ from ragloom.stores.base import Closing
 from ragloom.stores.weaviate.admin import Admin
 from ragloom.stores.weaviate.connection import open_client
 from ragloom.stores.weaviate.reads import Reads
+from ragloom.stores.weaviate.selection import Selection
 from ragloom.stores.weaviate.writes import Writes
 
 
-class WeaviateStore(Closing, Admin, Writes, Reads):
+class WeaviateStore(Closing, Admin, Writes, Reads, Selection):
     """One collection per chunking strategy, bring-your-own vectors (``schema``): collections created and
-    dropped (``admin``), read back (``inventory``), written (``writes``) and searched (``reads``).
+    dropped (``admin``), read back (``inventory``), written (``writes``), searched (``reads``) and selected by
+    filter (``selection``: deletes, counts, scope moves).
 
     ``client`` is a connected ``weaviate.WeaviateClient``; ``prefix`` starts every collection name
     (``Settings.collection_prefix``; tests use their own)."""

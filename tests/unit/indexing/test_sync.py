@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -62,6 +63,7 @@ def test_batch_k_is_written_while_batch_k_plus_1_is_produced():
         if k < 3:
             assert producing[k + 1].wait(timeout=10), f"batch {k + 1} was not produced during write {k}"
         written_in.append(threading.current_thread().name)
+        time.sleep(0.02)  # each write takes at least this long: work_seconds sums them
         return k * 10
 
     results: list[tuple[int, str]] = []
@@ -69,7 +71,8 @@ def test_batch_k_is_written_while_batch_k_plus_1_is_produced():
                            thread_name="test-writer")
     assert results == [(k * 10, threading.current_thread().name) for k in range(4)]  # in order, in the caller
     assert all(name.startswith("test-writer") for name in written_in) and len(written_in) == 4
-    assert times.work_seconds >= 0 and times.waited_seconds >= 0
+    assert times.work_seconds >= 4 * 0.02  # every write's own time, overlapped or not
+    assert times.waited_seconds <= times.work_seconds + 0.05  # production waited only on writes
 
 
 def test_a_failed_write_stops_later_writes_and_keeps_earlier_ones():

@@ -14,13 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ragloom.answer import build_context, confidence, map_citations, parse_citations
 from ragloom.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError, QueryError
-from ragloom.llm import AnswerCache, LLMClient, cache_key, parse_citations, prompts
-from ragloom.llm.answer import AnswerCitation, build_context, confidence, map_citations
+from ragloom.llm import AnswerCache, LLMClient, cache_key, prompts
 from ragloom.llm.expand import Expansion
 from ragloom.llm.generate import split_reasoning
 from ragloom.llm.jsonout import check, extract_json, parse_json
 from ragloom.llm.transforms import feedback_terms, get_transform
+from ragloom.retrieval.postprocess import Citation
 from ragloom.settings import Settings
 from ragloom.types import RetrievedItem
 
@@ -178,8 +179,8 @@ def test_parse_citations_round_trips_numbers(numbers: list[int]) -> None:
     assert parse_citations(text) == list(dict.fromkeys(numbers))
 
 
-def _passages(n: int) -> list[AnswerCitation]:
-    return [AnswerCitation(i, f"c{i}", f"d{i}", f"T{i}", "x", 1.0 / i) for i in range(1, n + 1)]
+def _passages(n: int) -> list[Citation]:
+    return [Citation(i, f"c{i}", f"d{i}", f"T{i}", excerpt="x", score=1.0 / i) for i in range(1, n + 1)]
 
 
 def test_map_citations_flags_numbers_not_given() -> None:

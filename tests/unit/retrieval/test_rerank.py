@@ -170,11 +170,14 @@ def test_search_reranks_the_candidates_after_the_strategy(torch_reranker, refere
     assert plain.metadata["rerank"] == {"applied": False, "reason": "rerank=False"}
 
 
-def test_relevance_floor_never_abstains(torch_reranker):
+@pytest.mark.parametrize("abstain", [False, True])
+def test_a_relevance_floor_that_drops_everything_abstains_only_when_asked(torch_reranker, abstain):
     context = RetrievalContext(vectors=None, reranker=torch_reranker)
-    result = search(context, k=5, order=tuple(range(12)), relevance_floor=1.0)
-    assert result.items == [] and result.metadata["abstained"] is False
-    assert len(result.metadata["rerank"]["below_floor"]) == 12
+    result = get_retriever("test_rerank_pool", context).search(QUERY, k=5, dedup=False, abstain=abstain,
+                                                               order=tuple(range(12)), relevance_floor=1.0)
+    assert result.items == [] and len(result.metadata["rerank"]["below_floor"]) == 12
+    assert result.metadata["abstained"] is abstain
+    assert result.metadata["abstain_reason"] == ("no results" if abstain else None)
 
 
 def test_no_reachable_model_means_no_rerank_and_the_result_says_so(tmp_path):

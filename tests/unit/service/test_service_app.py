@@ -39,21 +39,21 @@ def test_keys_are_stored_hashed_and_verified(tmp_path):
     text = (tmp_path / "keys.json").read_text()
     assert key not in text and record.key_sha256 in text
     assert stat.S_IMODE((tmp_path / "keys.json").stat().st_mode) == 0o600
-    principal = KeyStore(tmp_path / "keys.json").verify(key)  # a second reader (the running service)
-    assert principal is not None and (principal.tenant, principal.user, principal.admin) == ("acme", "", True)
+    record = KeyStore(tmp_path / "keys.json").lookup(key)  # a second reader (the running service)
+    assert record is not None and (record.tenant, record.user, record.admin) == ("acme", "", True)
     assert "key_sha256" not in record.public()
     wrong = key[:-1] + ("A" if key[-1] != "A" else "B")
     for bad in (None, "", wrong, "rlk_" + record.key_id, "Bearer " + key, key + "x"):
-        assert store.verify(bad) is None
+        assert store.lookup(bad) is None
 
 
 def test_revoked_key_stops_working_for_a_reader_that_already_loaded_the_file(tmp_path):
     writer, reader = KeyStore(tmp_path / "k.json"), KeyStore(tmp_path / "k.json")
     key, record = writer.create("acme")
-    assert reader.verify(key) is not None
+    assert reader.lookup(key) is not None
     time.sleep(0.01)
     writer.revoke(record.key_id)
-    assert reader.verify(key) is None
+    assert reader.lookup(key) is None
     with pytest.raises(ConfigError):
         writer.revoke("nope")
 
@@ -270,10 +270,11 @@ def test_serve_with_several_processes_hands_uvicorn_a_factory_and_the_address(mo
 
     calls = []
     monkeypatch.setitem(sys.modules, "uvicorn", types.SimpleNamespace(run=lambda app, **kw: calls.append((app, kw))))
-    monkeypatch.delenv("RAGLOOM_SERVICE_HOST", raising=False)  # restored to unset afterwards, whatever serve set
-    monkeypatch.delenv("RAGLOOM_SERVICE_PORT", raising=False)
+    for name in ("RAGLOOM_SERVICE_HOST", "RAGLOOM_SERVICE_PORT", "RAGLOOM_SERVICE_PROCESSES"):
+        monkeypatch.setenv(name, "")  # so the test's end restores each as it was, whatever serve sets
     service.serve(dataclasses.replace(Settings.from_env(), service_processes=3), host="127.0.0.1", port=18999)
     [(app, options)] = calls
     assert app == "ragloom.service.app:create_app" and options["factory"] and options["workers"] == 3
     assert (options["host"], options["port"]) == ("127.0.0.1", 18999)
-    assert (os.environ["RAGLOOM_SERVICE_HOST"], os.environ["RAGLOOM_SERVICE_PORT"]) == ("127.0.0.1", "18999")
+    assert (os.environ["RAGLOOM_SERVICE_HOST"], os.environ["RAGLOOM_SERVICE_PORT"],
+            os.environ["RAGLOOM_SERVICE_PROCESSES"]) == ("127.0.0.1", "18999", "3")

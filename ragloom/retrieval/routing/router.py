@@ -22,7 +22,7 @@ import numpy as np
 
 from ragloom import files
 from ragloom.errors import RagloomError
-from ragloom.routing.features import FEATURE_NAMES, FEATURE_VERSION
+from ragloom.retrieval.routing.features import FEATURE_NAMES, FEATURE_VERSION
 from ragloom.types import sha256_hex
 
 # The types a router file may hold beyond skops' own defaults (scikit-learn's estimators, numpy arrays): the

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from ragloom.errors import ConfigError, RetrievalError
+from ragloom.evaluation.routing_train import make_model
 from ragloom.retrieval import parse_options
 from ragloom.retrieval.adaptive import check_chain
-from ragloom.routing import FEATURE_NAMES, LearnedRouter, RouterError, RuleRouter, validate_choice
-from ragloom.routing.features import features, query_form
-from ragloom.routing.quality import Quality, weak_reasons
-from ragloom.routing.router import card_path
-from ragloom.routing.train import make_model
+from ragloom.retrieval.routing import FEATURE_NAMES, LearnedRouter, RouterError, RuleRouter, validate_choice
+from ragloom.retrieval.routing.features import features, query_form
+from ragloom.retrieval.routing.quality import Quality, weak_reasons
+from ragloom.retrieval.routing.router import card_path
 from ragloom.types import RetrievedItem
 
 
@@ -119,7 +119,7 @@ def test_chain_must_name_registered_strategies_once():
 
 
 def test_cross_validation_learns_a_signal_and_reports_the_oracle():
-    from ragloom.routing.train import cross_validate, table
+    from ragloom.evaluation.routing_train import cross_validate, table
 
     rng = np.random.default_rng(3)
     rows = []
@@ -149,7 +149,7 @@ def _eval_json(path, dataset, scores):
 
 
 def test_compare_pools_runs_and_pairs_the_system_with_the_best_other(tmp_path):
-    from ragloom.routing.train import compare, compare_table
+    from ragloom.evaluation.routing_train import compare, compare_table
 
     # set a: hybrid is best, the system matches it; set b: graph_rag is best, the system matches it
     a = _eval_json(tmp_path / "a.json", "a", {"hybrid": [1.0, 1.0, 0.5, 0.5], "graph_rag": [0.5, 0.5, 0.5, 0.5],
@@ -176,7 +176,7 @@ def _meta(routed, tried, used, documents=None):
 
 
 def test_tally_counts_the_mix_and_retries():
-    from ragloom.routing.monitor import AdaptiveTally
+    from ragloom.retrieval.routing.monitor import AdaptiveTally
 
     tally = AdaptiveTally()
     assert not tally.add({"strategy": "hybrid"})  # another strategy's result is not counted
@@ -195,7 +195,7 @@ def test_eval_judges_each_retry_by_the_returned_try_against_the_first():
     from types import SimpleNamespace
 
     from ragloom.evaluation.runner import adaptive_tally
-    from ragloom.routing.monitor import outcome
+    from ragloom.retrieval.routing.monitor import outcome
 
     qrels = {"q1": {"gold1": 1}, "q2": {"gold2": 1}, "q3": {"gold3": 1}, "q4": {"gold4": 1}}
     outcomes = {  # q1: the retry found the gold document; q2: the retry lost it; q3: first try kept; q4: not retried

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ragloom.routing.features import content_terms
+from ragloom.retrieval.postprocess import dense_cosine, is_graph_context
+from ragloom.retrieval.routing.features import content_terms
 
 TOP = 5  # items the check reads
 
@@ -30,7 +31,6 @@ class Quality:
 
 
 def assess(query: str, items: Sequence[Any], query_vector: np.ndarray | None, top: int = TOP) -> Quality:
-    from ragloom.retrieval.postprocess import dense_cosine, is_graph_context  # (retrieval imports routing)
 
     ranked = [i for i in items if not is_graph_context(i)][:top]
     cosines = [c for c in (dense_cosine(i, query_vector) for i in ranked) if c is not None]

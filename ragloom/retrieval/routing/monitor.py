@@ -87,11 +87,6 @@ class AdaptiveTally:
     def retry_rate(self) -> float:
         return self.retried / self.queries if self.queries else 0.0
 
-    @property
-    def improved_rate(self) -> float | None:
-        """The share of judged retried queries the retry improved; None when none was judged."""
-        return self.improved / self.judged if self.judged else None
-
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "queries": self.queries, "routed": dict(sorted(self.routed.items())),

@@ -5,6 +5,7 @@ the cache, generate, parse the ``[n]`` citations and map them to the passages gi
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -27,24 +28,11 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass
-class AnswerCitation:
-    """A passage of the context, by the number the model saw."""
-
-    number: int
-    chunk_id: str
-    document_id: str
-    title: str
-    excerpt: str
-    score: float
-    source_path: str = ""
-
-
-@dataclass
 class Answer:
     question: str
     answer: str = ""
-    citations: list[AnswerCitation] = field(default_factory=list)  # passages the answer cites, first cited first
-    context: list[AnswerCitation] = field(default_factory=list)  # every passage the model was given
+    citations: list[Citation] = field(default_factory=list)  # passages the answer cites, first cited first
+    context: list[Citation] = field(default_factory=list)  # every passage the model was given
     confidence: float | None = None
     abstained: bool = False
     abstain_reason: str | None = None
@@ -79,7 +67,7 @@ def parse_citations(text: str) -> list[int]:
     return numbers
 
 
-def map_citations(text: str, context: Sequence[AnswerCitation]) -> tuple[list[AnswerCitation], list[int]]:
+def map_citations(text: str, context: Sequence[Citation]) -> tuple[list[Citation], list[int]]:
     """(the passages cited, numbers cited that no passage has)."""
     by_number = {c.number: c for c in context}
     numbers = parse_citations(text)
@@ -107,7 +95,7 @@ def confidence(text: str, valid: set[int], best_cosine: float | None, supported_
 
 
 def build_context(items: Sequence[RetrievedItem], token_budget: int,
-                  count_tokens: Callable[[str], int]) -> tuple[str, list[AnswerCitation], list[RetrievedItem]]:
+                  count_tokens: Callable[[str], int]) -> tuple[str, list[Citation], list[RetrievedItem]]:
     """The passages fitting ``token_budget`` (most relevant kept first), then placed best at both ends
     (lost in the middle), numbered in that order. Returns (text, citations, passages)."""
     _, chosen = assemble_context(items, token_budget, count_tokens)
@@ -119,12 +107,9 @@ def build_context(items: Sequence[RetrievedItem], token_budget: int,
     return text, [_citation(c, by_id[c.chunk_id]) for c in citations], ordered
 
 
-def _citation(c: Citation, item: RetrievedItem) -> AnswerCitation:
-    flat = " ".join(item.text.split())
-    return AnswerCitation(number=c.number, chunk_id=c.chunk_id, document_id=c.document_id,
-                          title=c.title or HEADING_SEPARATOR.join(item.heading_path), source_path=c.source_path,
-                          excerpt=flat[:EXCERPT_CHARS] + ("..." if len(flat) > EXCERPT_CHARS else ""),
-                          score=round(float(item.score), 6))
+def _citation(c: Citation, item: RetrievedItem) -> Citation:
+    cited = Citation.of(item, c.number, EXCERPT_CHARS)
+    return cited if cited.title else dataclasses.replace(cited, title=HEADING_SEPARATOR.join(item.heading_path))
 
 
 @dataclass
@@ -212,7 +197,7 @@ def _cacheable(out: Answer, tokens_in: int, tokens_out: int) -> dict[str, Any]:
 
 def _fill(out: Answer, hit: dict[str, Any], cached: bool) -> None:
     out.answer = hit["answer"]
-    out.citations = [AnswerCitation(**c) for c in hit["citations"]]
+    out.citations = [Citation.from_dict(c) for c in hit["citations"]]
     out.invalid_citations = list(hit["invalid_citations"])
     out.uncited = bool(hit["uncited"])
     out.confidence = hit["confidence"]

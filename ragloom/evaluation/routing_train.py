@@ -22,10 +22,14 @@ from typing import Any
 import numpy as np
 
 from ragloom import files
+from ragloom.api import Ragloom
 from ragloom.errors import ConfigError
-from ragloom.retrieval.adaptive import DEFAULT_CHAIN
-from ragloom.routing.features import FEATURE_VERSION
-from ragloom.routing.router import LearnedRouter, RuleRouter, data_hash
+from ragloom.evaluation.datasets import load_dataset
+from ragloom.evaluation.metrics import bootstrap_ci, paired_difference_ci
+from ragloom.retrieval.adaptive import DEFAULT_CHAIN, query_features
+from ragloom.retrieval.routing.features import FEATURE_VERSION
+from ragloom.retrieval.routing.router import LearnedRouter, RuleRouter, data_hash
+from ragloom.settings import Settings
 
 METRIC = "ndcg@10"
 
@@ -38,9 +42,6 @@ def make_model(seed: int = 13) -> Any:
 
 def load_rows(eval_json: Path, settings: Any, log: Any = print) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per query of an eval run: dataset, query id, text, features, per-strategy nDCG@10."""
-    from ragloom.api import Ragloom
-    from ragloom.evaluation.datasets import load_dataset
-    from ragloom.retrieval.adaptive import query_features
 
     run = json.loads(Path(eval_json).read_text(encoding="utf-8"))
     config = run["config"]
@@ -69,8 +70,6 @@ def load_rows(eval_json: Path, settings: Any, log: Any = print) -> tuple[list[di
 def cross_validate(rows: Sequence[dict[str, Any]], strategies: list[str], folds: int = 5, seed: int = 13,
                    resamples: int = 1000) -> dict[str, Any]:
     from sklearn.model_selection import KFold
-
-    from ragloom.evaluation.metrics import bootstrap_ci, paired_difference_ci
 
     X = np.asarray([r["features"] for r in rows], dtype=float)
     Y = np.asarray([[r["scores"][s] for s in strategies] for r in rows], dtype=float)
@@ -141,7 +140,6 @@ def compare(eval_jsons: Sequence[Path], system: str = "adaptive", resamples: int
     run's first chunking) against every other strategy the runs share: means per run and pooled, and the paired
     difference from the best other strategy, pooled and per run. No training: for the rule or LLM router, or a
     router trained on other queries."""
-    from ragloom.evaluation.metrics import paired_difference_ci
 
     runs = []
     for path in eval_jsons:
@@ -218,7 +216,6 @@ def add_router_command(subparsers: Any) -> None:
 
 
 def _cmd_train(args: Any) -> int:
-    from ragloom.settings import Settings
 
     settings = Settings.from_env()
     report = train([Path(p) for p in args.eval], settings, Path(args.out) if args.out else
