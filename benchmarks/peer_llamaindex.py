@@ -14,6 +14,7 @@ LlamaIndex is not a ragloom dependency: it is installed into a throwaway venv un
 transformers and weaviate-client are the very versions ragloom runs on), and its side runs there.
 
     python benchmarks/peer_llamaindex.py [--docs 1000] [--repeats 1] [--ragloom-backend torch]
+    python benchmarks/peer_llamaindex.py --prepare   # only make the venv (scripts/test does, once per version)
 """
 
 from __future__ import annotations
@@ -209,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs per side (fresh process each; median)")
     parser.add_argument("--ragloom-backend", default="torch", help="torch (same as the peer) | onnx | onnx-int8")
     parser.add_argument("--corpus", type=Path, default=SCIFACT)
+    parser.add_argument("--prepare", action="store_true",
+                        help="make (or find) the LlamaIndex venv and exit: the test command's setup step")
     parser.add_argument("--phase", choices=["ragloom", "llamaindex"], help=argparse.SUPPRESS)
     parser.add_argument("--docs-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--model-path", default="", help=argparse.SUPPRESS)
@@ -225,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     from ragloom import stack
     from ragloom.embedding.base import resolve_model_path
     from ragloom.settings import Settings
+
+    if args.prepare:
+        log(f"LlamaIndex venv ready: {peer_venv(Settings.from_env().cache_dir).parent.parent}")
+        return 0
 
     settings = stack.up(Settings.from_env())
     python = peer_venv(settings.cache_dir)

@@ -77,6 +77,7 @@ class Ragloom:
             load_reranker=self._load_reranker, result_cache=_result_cache(self.settings),
             hide_schema=hide_schema, load_llm=lambda: self.llm, load_router=self._load_router,
             make_expansion=self._expansion,
+            graph_version_seconds=self.settings.graph_version_seconds,
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
 

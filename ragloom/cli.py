@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -211,7 +212,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # deferred: each command loads only what it needs (`ragloom --help` stays instant)
     from ragloom.service import serve
 
-    serve(Settings.from_env(), host=args.host, port=args.port)
+    settings = Settings.from_env()
+    if args.processes is not None:
+        settings = dataclasses.replace(settings, service_processes=args.processes)
+        settings.validate()
+    serve(settings, host=args.host, port=args.port)
     return 0
 
 
@@ -311,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="run the query service (HTTP API, playground at /, docs at /docs)")
     p.add_argument("--host", default=None, help="default RAGLOOM_SERVICE_HOST")
     p.add_argument("--port", type=int, default=None, help="default RAGLOOM_SERVICE_PORT")
+    p.add_argument("--processes", type=int, default=None,
+                   help="default RAGLOOM_SERVICE_PROCESSES (one per core lets CPU-bound query steps run in parallel)")
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("mcp", help="the MCP server over stdio, for a local agent: acts as the principal of the "

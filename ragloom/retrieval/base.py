@@ -25,6 +25,7 @@ from ragloom.registry import Registry
 from ragloom.retrieval import fusion
 from ragloom.retrieval import postprocess as pp
 from ragloom.retrieval.cache import ResultCache, result_key
+from ragloom.retrieval.graph_index import snapshot_cache
 from ragloom.retrieval.query import (
     DEFAULT_K,
     MAX_K,
@@ -85,12 +86,14 @@ class RetrievalContext:
                  load_nlp: Callable[[], Any] | None = None, load_reranker: Callable[[], Any] | None = None,
                  result_cache: ResultCache | None = None, hide_schema: bool = False,
                  load_llm: Callable[[], Any] | None = None, load_router: Callable[[], Any] | None = None,
-                 make_expansion: Callable[[Sequence[str], Mapping[str, Mapping[str, Any]]], Any] | None = None
-                 ) -> None:
+                 make_expansion: Callable[[Sequence[str], Mapping[str, Mapping[str, Any]]], Any] | None = None,
+                 graph_version_seconds: float = 0.0) -> None:
         self.vectors = vectors
         # (transform names, their options) -> an Expand that is also a context manager; given by the composition
         # root (ragloom.api), so strategies that search with generated queries never import the model layer
         self.make_expansion = make_expansion
+        # how long graph strategies trust the last graph version read (0: read it on every query)
+        self.graph_version_seconds = graph_version_seconds
         self.hide_schema = hide_schema  # filters on unknown / mistyped fields match nothing (see filters.bind)
         self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker, "llm": None,
                         "router": None}
@@ -394,7 +397,9 @@ class Retriever(ABC):
         if self.needs_graph:  # a graph-only change (a re-extraction) must not serve an old walk
             graph, _why = self.context.graph()
             try:
-                graph_stamp = graph.graph_version(self.chunking) if graph is not None else None
+                # the snapshot's own throttled version: a cached result and the walk agree on the graph
+                graph_stamp = snapshot_cache(self.context, graph).version(self.chunking) if graph is not None \
+                    else None
             except RagloomError:
                 return None
             if graph_stamp is None:

@@ -3,7 +3,8 @@
 The key holds the strategy, chunking, query, k, every option, the scope, the filters and the collection's
 version stamp (``WeaviateStore.collection_version``: it changes with every write or delete), so a sync that
 changes the collection invalidates every cached result of it, in every process, at the next lookup.
-Changes to the Neo4j graph are not in the stamp: graph_rag results can be up to ``ttl`` seconds old.
+Graph strategies' keys also hold the graph version, read through the graph snapshot cache's throttle
+(``GraphCache.version``): a graph change made by another process is seen within ``graph_version_seconds``.
 """
 
 from __future__ import annotations

@@ -116,8 +116,11 @@ class RetrievalGraph:
     def __post_init__(self) -> None:
         self._chunk_index = {c: i for i, c in enumerate(self.chunk_ids)}
         self.word_index: dict[str, list[int]] = {}  # word of a normalised name -> entity indexes
+        self.max_name_words = 0  # words in the longest normalised name or alias
         for norm, entities in self.norm_index.items():
-            for word in set(norm.split()):
+            words = set(norm.split())
+            self.max_name_words = max(self.max_name_words, len(words))
+            for word in words:
                 self.word_index.setdefault(word, []).extend(entities)
         self.chunk_frequency = np.asarray((self.mentions > 0).sum(axis=0)).ravel().astype(np.float64)
         self.mentions_t = self.mentions.T.tocsr()
@@ -341,17 +344,40 @@ def build_graph(rows: Mapping[str, Any], version: Any = None,
 
 
 class GraphCache:
-    """The current snapshot per chunking strategy of one graph store: the store's graph version is read on
-    every use and a changed version rebuilds the snapshot (loads are serialised; readers keep the old one
-    until the new one is ready)."""
+    """The current snapshot per chunking strategy of one graph store. The store's graph version is read at most
+    once every ``version_seconds`` (0: on every use), and at once after this process stamped a new version
+    itself (a sync here pushes it: ``store.local_writes()``); a changed version rebuilds the snapshot (loads
+    are serialised; readers keep the old one until the new one is ready). The result cache keys graph
+    results with the same :meth:`version`, so the two never disagree."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, version_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
+        self.version_seconds = version_seconds
+        self._clock = clock
         self._graphs: dict[str, RetrievalGraph] = {}
+        self._versions: dict[str, tuple[float, Any, Any]] = {}  # strategy -> (read at, local writes then, version)
         self._lock = threading.Lock()
 
-    def get(self, strategy: str) -> RetrievalGraph:
+    def _local_writes(self) -> Any:
+        local_writes = getattr(self.store, "local_writes", None)
+        return local_writes() if local_writes is not None else None
+
+    def version(self, strategy: str) -> Any:
+        """The graph version of ``strategy``: the last one read while it is fresh, else read from the store."""
+        now, writes = self._clock(), self._local_writes()
+        held = self._versions.get(strategy)
+        if held is not None and held[1] == writes and now - held[0] < self.version_seconds:
+            return held[2]
         version = self.store.graph_version(strategy)
+        self._versions[strategy] = (now, writes, version)
+        return version
+
+    def invalidate(self) -> None:
+        """Read every version from the store at the next use (a change this process did not stamp itself)."""
+        self._versions.clear()
+
+    def get(self, strategy: str) -> RetrievalGraph:
+        version = self.version(strategy)
         graph = self._graphs.get(strategy)
         if graph is not None and graph.version == version:
             return graph
@@ -375,3 +401,13 @@ class GraphCache:
             if not graph.has_name_vectors(model):
                 ids, vectors = self.store.retrieval_name_vectors(model)
                 graph.set_name_vectors(model, ids, vectors)
+
+
+def snapshot_cache(context: Any, store: Any) -> GraphCache:
+    """The snapshot cache of ``store`` in a retrieval context (one per store; its version throttle is the
+    context's ``graph_version_seconds``)."""
+    key = ("graph_index", id(store))
+    cache = context.cache.get(key)
+    if cache is None:
+        cache = context.cache.setdefault(key, GraphCache(store, getattr(context, "graph_version_seconds", 0.0)))
+    return cache

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -14,16 +13,14 @@ import numpy as np
 
 from ragloom.errors import RagloomError, RetrievalError, StoreError
 from ragloom.options import Option
-from ragloom.retrieval import fusion, graph_context, lanes, ppr
+from ragloom.retrieval import entity_match, fusion, graph_context, lanes, ppr
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
-from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk, relation_filter
+from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk, relation_filter, snapshot_cache
 from ragloom.stores.base import GraphStore
 from ragloom.types import RetrievedItem
 
 log = logging.getLogger(__name__)
 
-MAX_NAME_WORDS = 6  # query word n-grams looked up as entity names
-_WORD = re.compile(r"[^\W_][\w'’.&-]*")
 
 
 @register_retrieval_strategy("graph_rag")
@@ -171,10 +168,14 @@ class GraphRagRetriever(Retriever):
     def _named_entities(self, request: SearchRequest, store: GraphStore, graph: RetrievalGraph, walk: Walk,
                         min_similarity: float = 0.0) -> list[int]:
         with request.stage("graph_seeds"):
+            if min_similarity <= 0:  # the dictionary pass, NER only where it can add (entity_match)
+                found, ran_ner = entity_match.match_query(graph, request.query, _query_nlp(self.context, request))
+                request.info["query_ner"] = ran_ner
+                return [e for e in found if walk.visible_entities[e]]
             names, grams = query_names(self.context, request)
             # only spaCy's names may match partially: a word n-gram such as "first goal" would match noise
             found = dict.fromkeys([*graph.match_names(names), *graph.match_names(grams, partial_limit=0)])
-            unmatched = [n for n in names if not graph.match_names([n])] if min_similarity > 0 else []
+            unmatched = [n for n in names if not graph.match_names([n])]
             if unmatched:
                 embedder = self.context.embedder
                 graph_snapshot_cache(self.context, store).name_vectors(graph, embedder.model_id)
@@ -220,35 +221,28 @@ def _lane_first(head: list[RetrievedItem], ranked: list[RetrievedItem], k: int) 
     return [*head, *(item for item in ranked if item.chunk_id not in taken)][:k]
 
 
+def _query_nlp(context: Any, request: SearchRequest) -> Any:
+    """The spaCy pipeline, or None (said in the fallbacks): without spaCy the n-grams still find names."""
+    try:
+        return context.nlp
+    except RagloomError as e:
+        request.fallbacks.append(f"entity names: spaCy unavailable ({e}); word n-grams only")
+        return None
+
+
 def query_names(context: Any, request: SearchRequest) -> tuple[list[str], list[str]]:
     """Normalised names the query may mention: (spaCy's entity names, every word n-gram with single stop
     words and words under 3 letters left out), to match against the graph's normalised names and aliases."""
-    # deferred: spaCy loads only when the graph is built or queried
-    from ragloom.extraction import normalize_name, query_entities
-
-    names: list[str] = []
-    stop_words: frozenset[str] = frozenset()
-    try:
-        nlp = context.nlp
-    except RagloomError as e:  # without spaCy the n-grams still find names
-        nlp = None
-        request.fallbacks.append(f"entity names: spaCy unavailable ({e}); word n-grams only")
-    if nlp is not None:
-        names = query_entities(nlp, request.query)
-        stop_words = frozenset(nlp.Defaults.stop_words)
-    grams: list[str] = []
-    words = _WORD.findall(request.query)
-    for size in range(1, MAX_NAME_WORDS + 1):
-        for start in range(len(words) - size + 1):
-            gram = words[start:start + size]
-            if size == 1 and (gram[0].casefold() in stop_words or len(gram[0]) < 3):
-                continue
-            grams.append(normalize_name(" ".join(gram)))
-    return list(dict.fromkeys(n for n in names if n)), list(dict.fromkeys(n for n in grams if n))
+    nlp = _query_nlp(context, request)
+    if nlp is None:
+        return [], entity_match.query_grams(request.query)
+    names = entity_match.ner_names(nlp, request.query)
+    grams = entity_match.query_grams(request.query, nlp.Defaults.stop_words)
+    return list(dict.fromkeys(n for n in names if n)), grams
 
 
 def graph_snapshot_cache(context: Any, store: Any) -> GraphCache:
-    return context.cache.setdefault(("graph_index", id(store)), GraphCache(store))
+    return snapshot_cache(context, store)
 
 
 def graph_snapshot(context: Any, store: Any, chunking: str) -> RetrievalGraph:

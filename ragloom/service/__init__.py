@@ -4,12 +4,15 @@ OpenAPI docs, dependencies for authentication, async routes over a bounded threa
 from __future__ import annotations
 
 import dataclasses
+import os
 
-from ragloom.settings import Settings
+from ragloom.settings import Settings, env_name
 
 
 def serve(settings: Settings | None = None, host: str | None = None, port: int | None = None) -> None:
-    """Run the service in the foreground until interrupted."""
+    """Run the service in the foreground until interrupted. With ``service_processes`` > 1, uvicorn starts that many
+    processes on the one socket, each building its app from the environment (``create_app()``): the GIL holds one
+    process's Python work to one core, and a graph_rag query is mostly Python and numpy between store calls."""
     import uvicorn
 
     from ragloom.query import load_profiles  # deferred: as below
@@ -20,5 +23,13 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
     # the address bound is the one the app sees: /metrics is open or keyed by it (Settings.metrics_need_key)
     settings = dataclasses.replace(settings, service_host=host or settings.service_host,
                                    service_port=port or settings.service_port)
+    if settings.service_processes > 1:
+        # the processes read their settings from the environment: the address bound must be the one they see
+        os.environ[env_name("service_host")] = settings.service_host
+        os.environ[env_name("service_port")] = str(settings.service_port)
+        os.environ[env_name("service_processes")] = str(settings.service_processes)
+        uvicorn.run("ragloom.service.app:create_app", factory=True, workers=settings.service_processes,
+                    host=settings.service_host, port=settings.service_port, log_level="info", proxy_headers=False)
+        return
     uvicorn.run(create_app(settings), host=settings.service_host, port=settings.service_port, log_level="info",
                 proxy_headers=False)

@@ -11,6 +11,7 @@ All Cypher lives in ragloom.stores.cypher.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -55,6 +56,11 @@ class EntityVectors(NamedTuple):
     names: list[str]
     types: list[str]
     vectors: np.ndarray  # (len(ids), dimension) float32, unit rows
+
+
+# namespace -> versions stamped by this process (see Neo4jStore.local_writes)
+_STAMPS: dict[str, int] = {}
+_STAMPS_LOCK = threading.Lock()
 
 
 class Neo4jStore(Closing):
@@ -283,7 +289,14 @@ class Neo4jStore(Closing):
         self.ensure_schema()
         version = uuid.uuid4().hex
         self._run(cypher.stamp_version(self.namespace, strategy, version), write=True)
+        with _STAMPS_LOCK:
+            _STAMPS[self.namespace] = _STAMPS.get(self.namespace, 0) + 1
         return version
+
+    def local_writes(self) -> int:
+        """How many versions this process stamped in this namespace (any store object): a reader that trusts
+        its last version read for a while (``GraphCache``) re-reads at once after a sync in its own process."""
+        return _STAMPS.get(self.namespace, 0)
 
     def clear(self) -> int:
         """Delete everything in this namespace (in batches); returns the number of nodes deleted."""

@@ -18,7 +18,7 @@ import pytest
 from ragloom.api import Ragloom
 from ragloom.chunking import get_chunker
 from ragloom.embedding import make_embedder
-from ragloom.errors import EmbeddingError, FilterError, RagloomError, RetrievalError, StoreError
+from ragloom.errors import EmbeddingError, FilterError, QueryError, RagloomError, RetrievalError, StoreError
 from ragloom.evaluation.datasets import load_dataset
 from ragloom.extraction import EntityExtractor, load_nlp
 from ragloom.indexing.graph import sync_graph
@@ -331,8 +331,11 @@ def test_parent_and_document_expansion(obliqa, obliqa_corpus, mode, level):
 # fallbacks -------------------------------------------------------------------------------------------------
 
 
-def test_unknown_strategy_falls_back_to_dense(scifact, scifact_corpus):
-    result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="graphrag_typo", k=3, alpha=0.2)
+def test_unknown_strategy_is_an_error_unless_the_fallback_is_asked_for(scifact, scifact_corpus):
+    with pytest.raises(QueryError, match="unknown retrieval strategy 'graphrag_typo'; choose from"):
+        scifact_corpus.rag.query(scifact.queries[0].text, strategy="graphrag_typo", k=3)
+    result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="graphrag_typo", k=3, alpha=0.2,
+                                      unknown_strategy="fallback")
     assert result.metadata["strategy"] == "dense" and result.metadata["requested_strategy"] == "graphrag_typo"
     assert "unknown retrieval strategy 'graphrag_typo'" in result.metadata["warnings"][0]
     assert result.metadata["fallbacks"] == ["graphrag_typo->dense: unknown strategy"]

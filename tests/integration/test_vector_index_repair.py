@@ -24,6 +24,7 @@ from weaviate.util import generate_uuid5
 
 from ragloom.embedding import Embedder
 from ragloom.indexing.vectors import sync_vectors
+from ragloom.metadata import MetadataLayout
 from ragloom.stores.weaviate import WeaviateStore
 from ragloom.stores.weaviate.schema import object_properties
 from ragloom.types import Chunk, Scope
@@ -103,8 +104,9 @@ def _damaged_collection(store: WeaviateStore, embedder: _TableEmbedder) -> tuple
             chunks = _chunks(len(written), 100)
             vectors = _vectors(chunks, seed=len(written))
             embedder.vectors.update({c.embed_text: v for c, v in zip(chunks, vectors, strict=True)})
-            objects = [DataObject(properties=object_properties(c), uuid=generate_uuid5(c.chunk_id), vector=v.tolist())
-                       for c, v in zip(chunks, vectors, strict=True)]
+            layout = MetadataLayout()
+            objects = [DataObject(properties=object_properties(c, layout), uuid=generate_uuid5(c.chunk_id),
+                                  vector=v.tolist()) for c, v in zip(chunks, vectors, strict=True)]
             with contextlib.suppress(WeaviateInsertManyAllFailedError):  # objects fail; some are stored anyway
                 collection.data.insert_many(objects)
             written += chunks

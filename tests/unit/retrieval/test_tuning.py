@@ -202,6 +202,7 @@ def test_result_cache_expires_after_its_ttl_and_evicts_the_oldest():
 
 
 def test_bm25_analysis_writes_each_word_and_its_marked_stem_without_stopwords():
+    from ragloom.metadata import MetadataLayout
     from ragloom.stores.analysis import analyze
     from ragloom.stores.weaviate.schema import object_properties
     from ragloom.types import Chunk
@@ -212,13 +213,13 @@ def test_bm25_analysis_writes_each_word_and_its_marked_stem_without_stopwords():
     assert set(analyze("a study that runs").split()) & set(analyze("studies running").split()) == {"~studi", "~run"}
     chunk = Chunk(chunk_id="c", document_id="d", strategy="recursive", text="Running studies", start=0, end=15,
                   token_count=3, position=0, heading_path=["Trials"])
-    assert object_properties(chunk)["bm25_text"] == "trials ~trial running ~run studies ~studi"
+    assert object_properties(chunk, MetadataLayout())["bm25_text"] == "trials ~trial running ~run studies ~studi"
     # the document's title goes in front, unless it already is the first heading
     titled = dataclasses.replace(chunk, metadata={"title": "Mouse cohorts"})
-    assert object_properties(titled)["bm25_text"] == (
+    assert object_properties(titled, MetadataLayout())["bm25_text"] == (
         "mouse ~mous cohorts ~cohort trials ~trial running ~run studies ~studi")
     same = dataclasses.replace(chunk, metadata={"title": "Trials"})
-    assert object_properties(same)["bm25_text"] == "trials ~trial running ~run studies ~studi"
+    assert object_properties(same, MetadataLayout())["bm25_text"] == "trials ~trial running ~run studies ~studi"
 
 
 def test_bm25_analysis_ranks_the_exact_word_above_a_stem_match():

@@ -286,3 +286,25 @@ def test_graph_view_files_are_ready_only_when_every_bundle_is_whole(tmp_path):
     assert docs.graph_view_ready(settings) and not docs.have_assets(settings)  # Swagger UI is a bundle of its own
     (docs.assets_dir(settings, docs.GRAPH_VIEW[0]) / docs.GRAPH_VIEW[0].names[0]).unlink()
     assert not docs.graph_view_ready(settings)
+
+
+def test_serve_with_several_processes_hands_uvicorn_a_factory_and_the_address(monkeypatch):
+    """Processes build their app from the environment: the address bound is put there for them."""
+    import dataclasses
+    import os
+    import sys
+    import types
+
+    from ragloom import service
+    from ragloom.settings import Settings
+
+    calls = []
+    monkeypatch.setitem(sys.modules, "uvicorn", types.SimpleNamespace(run=lambda app, **kw: calls.append((app, kw))))
+    for name in ("RAGLOOM_SERVICE_HOST", "RAGLOOM_SERVICE_PORT", "RAGLOOM_SERVICE_PROCESSES"):
+        monkeypatch.setenv(name, "")  # so the test's end restores each as it was, whatever serve sets
+    service.serve(dataclasses.replace(Settings.from_env(), service_processes=3), host="127.0.0.1", port=18999)
+    [(app, options)] = calls
+    assert app == "ragloom.service.app:create_app" and options["factory"] and options["workers"] == 3
+    assert (options["host"], options["port"]) == ("127.0.0.1", 18999)
+    assert (os.environ["RAGLOOM_SERVICE_HOST"], os.environ["RAGLOOM_SERVICE_PORT"],
+            os.environ["RAGLOOM_SERVICE_PROCESSES"]) == ("127.0.0.1", "18999", "3")
