@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -23,3 +28,32 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 1.0):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+@contextmanager
+def ragloom_serve(env: dict[str, str], port: int, log: Path, cwd: Path, timeout: float = 180) -> Iterator[str]:
+    """``ragloom serve`` on ``port`` as a real process with ``env``, its output in ``log``: yields its URL once
+    /readyz answers 200, and stops it afterwards (SIGTERM, then SIGKILL after 30 s)."""
+    import httpx
+
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=cwd, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, timeout, "ragloom serve to be ready", interval=0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -11,14 +11,12 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-from polling import free_port, wait_for
+from polling import free_port, ragloom_serve
 
 from ragloom.api import Ragloom
 from ragloom.chunking import chunker_for
@@ -172,28 +170,8 @@ def service(corpus: Corpus):
            "RAGLOOM_CHUNKINGS": "recursive", "RAGLOOM_GRAPH_CHUNKINGS": "recursive",
            "RAGLOOM_SERVICE_KEYS_FILE": str(key_file), "RAGLOOM_ARTIFACTS_DIR": str(corpus.root / "artifacts"),
            "RAGLOOM_UPLOADS_DIR": str(corpus.root / "uploads"), "PYTHONUNBUFFERED": "1"}
-    log = corpus.root / "service.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=REPO_ROOT,
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        try:
-            return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, 180, "ragloom serve to be ready", interval=0.5)
+    with ragloom_serve(env, port, corpus.root / "service.log", REPO_ROOT) as url:
         yield url, key
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _api_query(service, options: dict) -> httpx.Response:

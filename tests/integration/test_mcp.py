@@ -25,7 +25,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from polling import free_port, wait_for
+from polling import free_port, ragloom_serve
 
 from ragloom.service.keys import KeyStore
 from ragloom.service.mcp_server import TOOLS
@@ -77,26 +77,8 @@ def served(settings, module_weaviate_store_factory, module_neo4j_store_factory, 
            "RAGLOOM_LLM_MAX_TOKENS": "16", "RAGLOOM_LLM_TIMEOUT_SECONDS": "150", "PYTHONUNBUFFERED": "1"}
     port = free_port()
     log = root / "service.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=REPO_ROOT,
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        def up() -> bool:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 180, "ragloom serve to be ready", interval=0.5)
+    with ragloom_serve(env, port, log, REPO_ROOT) as url:
         yield Served(url, env, keys, keystore, log)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _http(served: Served, key: str) -> Client:

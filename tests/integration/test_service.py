@@ -14,8 +14,6 @@ import functools
 import json
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -25,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from polling import free_port, wait_for
+from polling import free_port, ragloom_serve, wait_for
 
 from pipelines.definitions import build_defs
 from ragloom.service.keys import KeyStore
@@ -122,30 +120,11 @@ def service(settings, module_weaviate_store_factory, module_neo4j_store_factory,
            "RAGLOOM_LLM_MAX_TOKENS": "16", "RAGLOOM_LLM_CONTEXT_TOKENS": "300", "RAGLOOM_LLM_TIMEOUT_SECONDS": "150",
            "PYTHONUNBUFFERED": "1"}
     log = root / "service.log"
-    proc = None
     try:
         _ingest(defs)
-        with open(log, "w") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=REPO_ROOT,
-                                    env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-
-        def up() -> bool:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        _wait(up, 180, "ragloom serve to be ready")
-        yield Service(url, root, ns_settings, defs, keys, key_file, log, vectors, graph, [])
+        with ragloom_serve(env, port, log, REPO_ROOT, timeout=180) as url:
+            yield Service(url, root, ns_settings, defs, keys, key_file, log, vectors, graph, [])
     finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
         if log.exists():
             ARTIFACTS.mkdir(exist_ok=True)
             shutil.copy(log, ARTIFACTS / "service.log")
