@@ -29,7 +29,7 @@ DATA = REPO.parent / "shared" / "data" / "scifact"
 def main() -> None:
     from ragloom.api import Ragloom
     from ragloom.evaluation.datasets import load_dataset
-    from ragloom.retrieval import lanes
+    from ragloom.retrieval import get_retriever, lanes
     from ragloom.retrieval.adaptive import DEFAULT_CHAIN, query_features
     from ragloom.retrieval.routing import LearnedRouter, RouterError, RuleRouter
     from ragloom.retrieval.routing.features import SIGNAL_K, features
@@ -49,7 +49,7 @@ def main() -> None:
     chain = list(DEFAULT_CHAIN)
     route_ms, decide_ms, base_ms = [], [], []
     with Ragloom(settings) as rag:
-        dense = rag.retriever("dense", "recursive", rerank=False, abstain=False)
+        dense = get_retriever("dense", rag.context, "recursive", rerank=False, abstain=False)
         query_features(rag.context, "recursive", "warm up")
         from ragloom.retrieval.base import SearchRequest
 

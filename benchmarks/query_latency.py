@@ -180,6 +180,7 @@ def measure(args: argparse.Namespace, settings, strategies: list[str], log) -> i
     from ragloom.api import Ragloom
     from ragloom.embedding import make_embedder
     from ragloom.evaluation.datasets import load_dataset
+    from ragloom.retrieval import get_retriever
 
     dataset = load_dataset(args.data)
     documents = dataset.documents[: args.documents or None]
@@ -254,7 +255,7 @@ def measure(args: argparse.Namespace, settings, strategies: list[str], log) -> i
                           f"p95 {percentile(stages[stage], 95):.1f} ms")
 
         if args.abstention:
-            dense = rag.retriever("dense", dedup=False, abstain_floor=-1.0)  # measure, never abstain
+            dense = get_retriever("dense", rag.context, dedup=False, abstain_floor=-1.0)  # measure, never abstain
             claims = [dense.search(q.text, k=1).metadata["best_dense_cosine"] for q in dataset.queries]
             off = [dense.search(q, k=1).metadata["best_dense_cosine"] for q in OFF_TOPIC]
             claims = [c for c in claims if c is not None]

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from ragloom.evaluation.datasets import read_corpus
     from ragloom.indexing.summaries import load_state, summary_collection, sync_summaries
     from ragloom.indexing.vectors import sync_vectors
+    from ragloom.retrieval import get_retriever
     from ragloom.settings import Settings, usable_cpus
     from ragloom.stores.embedding_cache import EmbeddingCache
     from ragloom.stores.weaviate import WeaviateStore
@@ -107,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                    "overhead": round(summary_bytes / max(flat_bytes, 1), 3)}
 
         with Ragloom(settings, vectors=store, embedder=embedder, llm=None) as rag:
-            hybrid = rag.retriever("hybrid", "recursive", abstain=False, rerank=False)
-            raptor = rag.retriever("raptor", "recursive", abstain=False, rerank=False)
+            hybrid = get_retriever("hybrid", rag.context, "recursive", abstain=False, rerank=False)
+            raptor = get_retriever("raptor", rag.context, "recursive", abstain=False, rerank=False)
             for q in queries[:5]:
                 hybrid.search(q, k=10), raptor.search(q, k=10)
             base_ms, raptor_ms = [], []

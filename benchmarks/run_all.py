@@ -57,6 +57,11 @@ NOT_RUN: dict[str, str] = {
     "graph_rag_sweep": "sweeps options over a dataset `ragloom eval` ingested (--dataset, --namespace)",
     "chunking_sweep": "evaluates chunking variants over a dataset (minutes per variant; README, chunking figures)",
     "adaptive_routing": "routes queries over a collection `ragloom eval` ingested (--prefix)",
+    "entity_types": "ingests the sample corpus and a MuSiQue subset one document per sync (minutes); figures in "
+                    "docs/experiments/2026-11-26-entity-types.md",
+    "graph_chains": "the chain questions over the sample corpus; tests/integration/test_graph_view.py runs the same "
+                    "judge (test_chain_questions)",
+    "graph_context_speed": "times the context item over a graph `ragloom eval` filled (--namespace)",
 }
 
 

@@ -14,7 +14,6 @@ from ragloom.retrieval.base import (
     get_retriever,
     options_for,
     options_markdown,
-    parse_options,
     register_retrieval_strategy,
     strategy_class,
 )
@@ -57,7 +56,6 @@ __all__ = [
     "options_for",
     "options_markdown",
     "parse_filters",
-    "parse_options",
     "register_retrieval_strategy",
     "remove_near_duplicates",
     "rrf",

@@ -585,10 +585,6 @@ def options_markdown(strategies: Sequence[str] | None = None) -> str:
     return "\n".join(rows)
 
 
-def parse_options(strategy: str, given: Mapping[str, Any] | str | None = None, pairs: Sequence[str] = ()
-                  ) -> dict[str, Any]:
-    """``strategy``'s options from a mapping or JSON object text and ``key=value`` pairs, checked."""
-    return options_for([strategy], given, pairs)[strategy]
 
 
 def get_retriever(name: str, context: RetrievalContext, chunking: str | None = None, **options: Any) -> Retriever:

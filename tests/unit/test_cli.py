@@ -72,9 +72,11 @@ def test_query_rejects_bad_options_before_connecting(closed_port, capsys, args, 
 
 
 def test_query_option_wins_over_options_json():
-    from ragloom.retrieval import parse_options
+    from ragloom.cli import _parse_query, build_parser
 
-    assert parse_options("hybrid", '{"alpha": 0.2, "dedup": false}', ["alpha=0.7"]) == {"alpha": 0.7, "dedup": False}
+    args = build_parser().parse_args(["query", "x", "--options", '{"alpha": 0.2, "dedup": false}', "--option",
+                                      "alpha=0.7"])
+    assert dict(_parse_query(args, args.text).options) == {"alpha": 0.7, "dedup": False}
 
 
 def test_query_chunking_defaults_to_the_strategys_own_collection():
