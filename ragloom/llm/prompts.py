@@ -51,6 +51,18 @@ def string_list_schema(key: str, n: int = 8) -> dict[str, Any]:
                                  "items": {"type": "string", "maxLength": MAX_LIST_ITEM_CHARS}}}}
 
 
+# Room for a reply within QUERY_SCHEMA's caps: a token is at least one character, and the grammar allows a little
+# white space around the JSON, so a schema-bound reply can never be cut at max_tokens (a 96-token budget was: a
+# small model that filled the 200 characters with short tokens ran out and the hop failed).
+QUERY_REPLY_TOKENS = MAX_QUERY_CHARS + 64
+
+
+
+def list_reply_tokens(n: int) -> int:
+    """Room for a reply within ``string_list_schema(key, n)``'s caps (as ``QUERY_REPLY_TOKENS``)."""
+    return n * (MAX_LIST_ITEM_CHARS + 8) + 64
+
+
 QUERY_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["query"],
                 "properties": {"query": {"type": "string", "maxLength": MAX_QUERY_CHARS}}}
 MAX_CLAIMS = 4

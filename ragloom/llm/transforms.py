@@ -157,7 +157,7 @@ class _OneQuery(QueryTransform):
     prompt: ClassVar[PromptTemplate]
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
-        return [self.ask_json(self.prompt, 128, question=question)["query"]]
+        return [self.ask_json(self.prompt, prompts.QUERY_REPLY_TOKENS, question=question)["query"]]
 
 
 class _QueryList(QueryTransform):
@@ -169,7 +169,7 @@ class _QueryList(QueryTransform):
 
     def generate(self, question: str, first_pass: Sequence[RetrievedItem]) -> list[str]:
         n = self.options["n"]
-        return self.ask_json(self.prompt, 64 * n + 32, prompts.string_list_schema(self.key, n),
+        return self.ask_json(self.prompt, prompts.list_reply_tokens(n), prompts.string_list_schema(self.key, n),
                              question=question, n=n)[self.key][:n]
 
 
@@ -252,7 +252,8 @@ class FollowUp(QueryTransform):
         top = [i for i in first_pass if i.text][: self.options["passages"]]
         passages = "\n".join(f"[{n}] {' '.join(i.text.split())[: self.options['passage_chars']]}"
                              for n, i in enumerate(top, 1)) or "(none)"
-        return [self.ask_json(prompts.FOLLOW_UP, 96, question=question, passages=passages)["query"]]
+        return [self.ask_json(prompts.FOLLOW_UP, prompts.QUERY_REPLY_TOKENS, question=question,
+                              passages=passages)["query"]]
 
 
 _WORD = re.compile(r"[a-z][a-z0-9\-]{2,}")

@@ -55,7 +55,8 @@ def test_follow_up_query_is_generated_searched_and_recorded(indexed):
         result = rag.query(QUESTION, strategy="multi_hop", max_hops=1, **OPTIONS)
     info = result.metadata["multi_hop"]
     assert info["rounds"] == 2 and info["bridges"]  # the bridge rounds ran as well: the hops compose with them
-    [hop] = info["follow_ups"] if info["follow_ups"] else pytest.fail(f"no follow-up: {info.get('follow_up_stop')}")
+    [hop] = info["follow_ups"] if info["follow_ups"] else pytest.fail(
+        f"no follow-up: {info.get('follow_up_stop')}; {result.metadata['fallbacks']}")
     assert hop["query"].strip() and hop["query"].lower() != QUESTION.lower()
     assert hop["tokens_in"] > 0 and hop["tokens_out"] > 0 and hop["results"] > 0
     lane = f"hop 1: {hop['query']}"

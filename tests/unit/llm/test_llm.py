@@ -295,3 +295,12 @@ def test_concurrency_limit_bounds_requests_in_flight() -> None:
     with ThreadPoolExecutor(max_workers=6) as pool:
         list(pool.map(lambda _: client.chat([{"role": "user", "content": "q"}], max_tokens=5), range(6)))
     assert peak[0] == 2 and client.usage.calls == 6
+
+
+def test_json_reply_budgets_fit_the_schemas_caps() -> None:
+    """A token is at least one character: a reply the server's grammar keeps within the schema's caps can never be
+    cut at max_tokens (a cut reply made multi_hop's follow-up fail now and then with the small local model)."""
+    framing = len('{"query": ""}') + 40  # the JSON around the value, and the white space a grammar allows
+    assert prompts.QUERY_REPLY_TOKENS >= prompts.MAX_QUERY_CHARS + framing
+    for n in range(1, 9):
+        assert prompts.list_reply_tokens(n) >= n * (prompts.MAX_LIST_ITEM_CHARS + 4) + framing
