@@ -31,7 +31,7 @@ def build_summary_assets(chunking: str, settings: Settings) -> AssetsDefinition:
         store = weaviate.store()
         report = _run_sync(context, f"summaries_{chunking}", lambda: index_summaries(
             artifacts.settings(), store, embedder.embedder(), chunking, frame_to_chunks(chunks),
-            log=context.log.info))
+            log=context.log.info, use_llm=uses_llm))
         return MaterializeResult(metadata={**report.as_metadata(),
                                            "collection": store.collection_name(summary_collection(chunking))})
 

@@ -45,10 +45,12 @@ def index_graph(settings: Settings, store: Any, extractor: Any, embedder: Any, c
 
 
 def index_summaries(settings: Settings, store: Any, embedder: Any, chunking: str, chunks: Sequence[Chunk], *,
-                    log: Log) -> SummaryReport:
-    """The chunking's RAPTOR-lite summary level, incrementally: by the configured model when the settings say
-    so (``Settings.summaries_use_llm``), else extractive."""
-    with summary_model(settings, settings.summaries_use_llm()) as llm:
+                    log: Log, use_llm: bool | None = None) -> SummaryReport:
+    """The chunking's RAPTOR-lite summary level, incrementally: by the configured model when ``use_llm`` (default:
+    ``Settings.summaries_use_llm``; the Dagster asset passes the choice it was defined with, which also chose
+    its pool), else extractive."""
+    use_llm = settings.summaries_use_llm() if use_llm is None else use_llm
+    with summary_model(settings, use_llm) as llm:
         state = state_file(settings.artifacts_dir, store, chunking)
         return sync_summaries(store, embedder, chunking, list(chunks), state, cache=embedding_cache(settings),
                               llm=llm, budget_tokens=settings.summary_tokens, window=settings.summary_window, log=log)
