@@ -266,3 +266,26 @@ def test_the_python_api_takes_the_same_profiles(settings, weaviate_store_factory
         assert rag.query("fog in Lerwick", scope=chat, profile="helper", exclude_dynamic=True).items == []
         assert rag.query("fog", scope=chat, profile="quiet").metadata["skipped"] is True
         assert rag.delete_item([STRATEGY], item.item_id, Scope("acme", "alice")) >= 1
+
+
+def test_the_graph_traversal_options_reach_graph_rag_through_mcp(served):
+    """max_hops, the relation filter and the context format are declared options: the MCP door checks them like
+    every other (a bad value is a tool error naming the bound) and hands them to graph_rag."""
+    async def flow() -> tuple[dict[str, Any], str]:
+        chat = "acme/alice/graph-options"
+        async with _http(served, served.keys["alice"]) as client:
+            _out(await client.call_tool("remember", {"text": "Rafael Moreno leads the Data Services team.",
+                                                     "scope": chat, "tool": "weather", "profile": "helper"}))
+            options = {"max_hops": 2, "relations": ["svo", "LEAD"], "context_format": "json", "abstain": False}
+            found = _out(await client.call_tool("search", {"query": "Who leads the Data Services team?",
+                                                           "scope": chat, "strategy": "graph_rag",
+                                                           "options": options}))
+            refused = _error(await client.call_tool("search", {"query": "x", "strategy": "graph_rag",
+                                                               "options": {"max_hops": 0}}))
+            return found, refused
+
+    found, refused = anyio.run(flow)
+    used = found["metadata"]["options"]
+    assert found["metadata"]["strategy"] == "graph_rag"
+    assert (used["max_hops"], list(used["relations"]), used["context_format"]) == (2, ["svo", "LEAD"], "json")
+    assert "max_hops=0 is not allowed" in refused and "1 to 20" in refused
