@@ -10,7 +10,7 @@ import pytest
 
 from ragloom.errors import ConfigError, RetrievalError
 from ragloom.evaluation.routing_train import make_model
-from ragloom.retrieval import parse_options
+from ragloom.query import parse_query
 from ragloom.retrieval.adaptive import check_chain
 from ragloom.retrieval.routing import FEATURE_NAMES, LearnedRouter, RouterError, RuleRouter, validate_choice
 from ragloom.retrieval.routing.features import features, query_form
@@ -114,8 +114,9 @@ def test_chain_must_name_registered_strategies_once():
         with pytest.raises(RetrievalError):
             check_chain(bad)
     with pytest.raises(RetrievalError):
-        parse_options("adaptive", {"max_retries": 9})
-    assert parse_options("adaptive", pairs=["chain=dense,bm25"])["chain"] == ("dense", "bm25")
+        parse_query(text="x", strategy="adaptive", options={"max_retries": 9})
+    assert parse_query(text="x", strategy="adaptive", option_pairs=["chain=dense,bm25"]).options["chain"] == (
+        "dense", "bm25")
 
 
 def test_cross_validation_learns_a_signal_and_reports_the_oracle():
