@@ -52,6 +52,13 @@ def iso_datetime(value: datetime | date | None) -> str:
     return value.isoformat()
 
 
+def core_properties(props: Any) -> tuple[dict[str, Any], str]:
+    """(metadata, title) from an Office file's core properties as python-docx and python-pptx expose them."""
+    metadata = file_metadata(author=props.author, created=props.created, modified=props.modified,
+                             last_modified_by=props.last_modified_by)
+    return metadata, (props.title or "").strip()
+
+
 def file_metadata(**values: Any) -> dict[str, Any]:
     """The non-empty values, strings stripped: what a file says about itself (author, created, ...)."""
     out: dict[str, Any] = {}

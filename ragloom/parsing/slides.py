@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ragloom.errors import ParseError
-from ragloom.parsing.base import Parsed, ParseLimits, file_metadata
+from ragloom.parsing.base import Parsed, ParseLimits, core_properties
 from ragloom.parsing.containers import checked_zip
 from ragloom.parsing.markdown import markdown_table
 
@@ -22,10 +22,7 @@ def pptx_to_text(data: bytes, limits: ParseLimits) -> Parsed:
     try:
         presentation = Presentation(stream)
         sections = [_slide(number, slide) for number, slide in enumerate(presentation.slides, start=1)]
-        props = presentation.core_properties
-        metadata = file_metadata(author=props.author, created=props.created, modified=props.modified,
-                                 last_modified_by=props.last_modified_by)
-        title = (props.title or "").strip()
+        metadata, title = core_properties(presentation.core_properties)
     except (PackageNotFoundError, KeyError, ValueError) as e:
         raise ParseError("corrupt", f"unreadable PowerPoint package: {type(e).__name__}: {e}") from e
     text = "\n\n".join(sections)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ragloom.errors import ParseError
-from ragloom.parsing.base import Parsed, ParseLimits, file_metadata
+from ragloom.parsing.base import Parsed, ParseLimits, core_properties
 from ragloom.parsing.containers import checked_zip
 from ragloom.parsing.markdown import markdown_table
 
@@ -30,10 +30,7 @@ def docx_to_text(data: bytes, limits: ParseLimits) -> Parsed:
             raise ParseError("unsupported", f"not a Word document (main part is {part.content_type})")
         document = part.document
         blocks = _blocks(document)
-        props = document.core_properties
-        metadata = file_metadata(author=props.author, created=props.created, modified=props.modified,
-                                 last_modified_by=props.last_modified_by)
-        title = (props.title or "").strip()
+        metadata, title = core_properties(document.core_properties)
     except ParseError:
         raise
     except (PackageNotFoundError, KeyError, ValueError) as e:
