@@ -130,7 +130,7 @@ def _strategy(name: Any, policy: Any) -> tuple[str, str, str]:
     if name in available_strategies():
         return name, "", ""
     if policy == "error":
-        raise QueryError(f"unknown retrieval strategy {name!r:.80}; choose from {', '.join(available_strategies())}")
+        strategy_class(name)  # the registry's own error, naming the known strategies
     return FALLBACK_STRATEGY, name[:80], f"unknown retrieval strategy {name!r:.80}: used {FALLBACK_STRATEGY}"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
@@ -31,6 +30,7 @@ from ragloom.retrieval.query import (
     MAX_K,
     MAX_QUERY_CHARS,
     Query,
+    as_mapping,
     check_filters,
     check_k,
     check_scope,
@@ -533,18 +533,12 @@ def options_for(strategies: Sequence[str], given: Mapping[str, Any] | str | None
     """Per strategy, the options it declares out of ``given`` (a mapping, or a JSON object as text) and
     ``key=value`` text pairs (which win), each checked against that strategy's declaration. How the CLI, the
     query job and the evaluation take options; a name none of ``strategies`` declares is an error."""
-    if isinstance(given, str):
-        try:
-            given = json.loads(given) if given.strip() else {}
-        except json.JSONDecodeError as e:
-            raise QueryError(f"options are not valid JSON: {e.msg} (at character {e.pos})") from e
-    if not isinstance(given, Mapping) and given is not None:
-        raise QueryError(f"options must be a JSON object of option: value, got {type(given).__name__}")
+    given = as_mapping("options", given)
     classes = {name: strategy_class(name) for name in strategies}
     for pair in pairs:
         if "=" not in pair or not pair.partition("=")[0].strip():
             raise QueryError(f"option {pair!r:.80} should look like key=value")
-    named = {*(given or {}), *(pair.partition("=")[0].strip() for pair in pairs)}
+    named = {*given, *(pair.partition("=")[0].strip() for pair in pairs)}
     declared = {option for cls in classes.values() for option in cls.all_options()}
     unknown = sorted(named - declared)
     if unknown:
@@ -553,7 +547,7 @@ def options_for(strategies: Sequence[str], given: Mapping[str, Any] | str | None
     out = {}
     for name, cls in classes.items():
         mine = cls.all_options()
-        checked = cls.check_options({k: v for k, v in (given or {}).items() if k in mine})
+        checked = cls.check_options({k: v for k, v in given.items() if k in mine})
         own_pairs = [pair for pair in pairs if pair.partition("=")[0].strip() in mine]
         out[name] = {**checked, **parse_option_pairs(name, mine, own_pairs)}
     return out
