@@ -92,13 +92,11 @@ class Ragloom:
 
         embedder = make_embedder(self.settings)
         if self._coalesce:
-
             embedder = CoalescingEmbedder(embedder)
             self._owned.append(embedder)
         return embedder
 
     def _load_reranker(self) -> Any:
-
         return reranker_for(self.settings)
 
     def _load_graph(self) -> Any:
@@ -109,7 +107,6 @@ class Ragloom:
         return store
 
     def _load_router(self) -> Any:
-
         return LearnedRouter.load(self.settings.resolved_router_model)
 
     def _load_nlp(self) -> Any:
@@ -128,7 +125,6 @@ class Ragloom:
     def llm(self) -> LLMClient | None:
         """The configured model's client (RAGLOOM_LLM_*), or None when no model is configured."""
         if self._llm is _UNSET:
-
             self._llm = LLMClient.from_settings(self.settings)
             if self._llm is not None:
                 self._owned.append(self._llm)
@@ -137,7 +133,6 @@ class Ragloom:
     @property
     def answer_cache(self) -> AnswerCache:
         if self._answer_cache is None:
-
             self._answer_cache = AnswerCache.for_settings(self.settings)
             self._owned.append(self._answer_cache)
         return self._answer_cache
@@ -264,7 +259,6 @@ class Ragloom:
             _ = self.context.embedder
         self.context.reranker()  # a model that cannot load is reported in each result, not raised here
         if retriever.needs_graph:
-
             store, _why = self.context.graph()
             try:
                 _ = self.context.nlp

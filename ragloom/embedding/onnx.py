@@ -265,7 +265,6 @@ class OnnxEmbedder(Embedder):
         if batch_size < 1:
             raise EmbeddingError(f"batch_size must be >= 1, got {batch_size}")
         if cache_dir is None:
-
             cache_dir = Settings.from_env().cache_dir
         layout = ModelLayout(local_model_dir(model))
         self.model_path = str(layout.model_dir)

@@ -113,7 +113,6 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
     _check_names(strategies, chunkings)
     transforms = list(dict.fromkeys(transforms))
     if transforms:
-
         check_names(transforms)
     per_strategy = {name: {**DEFAULT_QUERY_OPTIONS, **given}
                     for name, given in options_for(strategies, query_options, option_pairs).items()}

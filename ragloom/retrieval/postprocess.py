@@ -221,7 +221,6 @@ def assemble_context(result: RetrievalResult | Sequence[RetrievedItem], token_bu
     number to the chunk and document. ``count_tokens`` defaults to the embedding model's tokenizer.
     """
     if count_tokens is None:
-
         count_tokens = get_token_counter().count
     items = result.items if isinstance(result, RetrievalResult) else result
     blocks: list[str] = []

@@ -135,7 +135,6 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own = rag is None
         if own:
-
             app.state.rag = await asyncio.to_thread(Ragloom, settings, coalesce_queries=True, hide_schema=True)
         else:
             app.state.rag = rag
