@@ -129,7 +129,7 @@ def answer(question: str, result: RetrievalResult, llm: LLMClient | None, option
     used, added to the answer's counts; ``timings_ms``: stages already timed (retrieval)."""
     if options.generation not in available_generations():
         raise ConfigError(f"unknown generation strategy {options.generation!r}; choose from "
-                          f"{', '.join(available_generations())}")  # ragloom.llm.check_names says the same
+                          f"{', '.join(available_generations())}")  # a settings default the parser never saw
     started = time.perf_counter()
     latency = dict(timings_ms or {})
     retrieval = {k: result.metadata.get(k) for k in ("strategy", "chunking", "lanes_run", "fallbacks", "transforms",

@@ -85,7 +85,7 @@ def parse_query(fields: Mapping[str, Any] | None = None, /, *, option_pairs: Seq
     text = check_text(given.get("text"))
     strategy, requested, warning = _strategy(given.get("strategy"), given.get("unknown_strategy"))
     options = _options(strategy, given.get("options"), option_pairs, lenient=bool(warning))
-    transforms = _transforms(given.get("transforms"))
+    transforms = check_transforms(given.get("transforms"))
     generation = _generation(given.get("generation"))
     filters, filter_spec = check_filters(given.get("filters"))
     query = Query(
@@ -182,7 +182,7 @@ def _names(what: str, value: Any, known: Sequence[str]) -> tuple[str, ...] | Non
     return tuple(dict.fromkeys(value))
 
 
-def _transforms(value: Any) -> tuple[str, ...] | None:
+def check_transforms(value: Any) -> tuple[str, ...] | None:
     return _names("query transform", value, available_transforms())
 
 

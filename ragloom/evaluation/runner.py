@@ -23,8 +23,7 @@ from ragloom.evaluation.metrics import Hit, document_scores, passage_scores
 from ragloom.evaluation.report import BASELINE_BM25, BASELINE_DENSE, EvalReport, SystemResult
 from ragloom.indexing.compose import embedding_cache, index_chunking
 from ragloom.indexing.vectors import encode_cached
-from ragloom.llm import check_names
-from ragloom.query import check_chunking, parse_query
+from ragloom.query import check_chunking, check_transforms, parse_query
 from ragloom.retrieval import options_for, strategy_class
 from ragloom.retrieval.postprocess import GRAPH_SOURCE
 from ragloom.retrieval.query import check_text
@@ -111,9 +110,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
 
     strategies, chunkings = list(dict.fromkeys(strategies)), list(dict.fromkeys(chunkings))
     _check_names(strategies, chunkings)
-    transforms = list(dict.fromkeys(transforms))
-    if transforms:
-        check_names(transforms)
+    transforms = list(check_transforms(transforms) or ())
     per_strategy = {name: {**DEFAULT_QUERY_OPTIONS, **given}
                     for name, given in options_for(strategies, query_options, option_pairs).items()}
     if not 10 <= depth:

@@ -3,9 +3,6 @@ and an answer cache. Answers with citations are composed above retrieval, in ``r
 like the embedder: it sits below retrieval, which uses it for multi_hop's follow-ups and adaptive's LLM router.
 Without a configured model every feature degrades (transforms are skipped, ``ask`` returns the ranked context)."""
 
-from collections.abc import Sequence
-
-from ragloom.errors import ConfigError
 from ragloom.llm.cache import AnswerCache, cache_key
 from ragloom.llm.client import Completion, LLMClient
 from ragloom.llm.expand import Expansion
@@ -24,19 +21,7 @@ from ragloom.llm.transforms import (
     transform_options,
 )
 
-
-def check_names(transforms: Sequence[str] = (), generation: str | None = None) -> None:
-    """Fail early, before anything connects, on an unknown transform or generation strategy name."""
-    unknown = [t for t in transforms if t not in available_transforms()]
-    if unknown:
-        raise ConfigError(f"unknown query transform(s) {unknown}; choose from {', '.join(available_transforms())}")
-    if generation is not None and generation not in available_generations():
-        raise ConfigError(f"unknown generation strategy {generation!r}; choose from "
-                          f"{', '.join(available_generations())}")
-
-
 __all__ = [
-    "check_names",
     "AnswerCache",
     "Completion",
     "Expansion",
