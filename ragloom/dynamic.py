@@ -93,7 +93,7 @@ def build_chunks(text: str, scope: Scope, strategies: Sequence[str], *, metadata
         meta[TOOL] = tool
     if agent_id:
         meta[AGENT] = agent_id
-    (layout or MetadataLayout()).prepare(meta)
+    (layout or MetadataLayout()).prepare(meta)  # checked now, so a refused item writes nothing anywhere
     chunks = []
     for strategy in strategies:
         chunk_id = make_chunk_id(item.item_id, strategy, "dynamic", 0, len(text), text)
