@@ -4,7 +4,8 @@
 # The environment lives outside the clone, under $RAGLOOM_CACHE_DIR/venvs/<hash of requirements.lock>,
 # so fresh clones, CI and the demo reuse it; torch and its CUDA wheels are downloaded once into uv's
 # cache. A changed lock file gives a new environment. The project itself is installed editable with
-# --no-deps (a second), so the `ragloom` command always runs the checkout that sourced this file.
+# --no-deps (a second), and PYTHONPATH names the checkout that sourced this file, so the `ragloom`
+# command and every subprocess run that checkout's code.
 set -euo pipefail
 
 RAGLOOM_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,6 +50,9 @@ if [ "$(cat "$venv/.ragloom-checkout" 2>/dev/null)" != "$RAGLOOM_REPO" ]; then
   echo "$RAGLOOM_REPO" > "$venv/.ragloom-checkout"
 fi
 
+# The shared environment's editable install points at one checkout at a time; with several checkouts
+# (worktrees, a CI clone) on one machine, PYTHONPATH makes each shell import the checkout it sourced.
+export PYTHONPATH="$RAGLOOM_REPO${PYTHONPATH:+:$PYTHONPATH}"
 export VIRTUAL_ENV="$venv"
 export PATH="$venv/bin:$PATH"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # no model hub at run time
