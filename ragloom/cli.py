@@ -176,8 +176,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
 def _cmd_ask(args: argparse.Namespace) -> int:
     from ragloom.api import Ragloom  # deferred: each command loads only what it needs (`ragloom --help` stays instant)
 
-    query = _parse_query(args, args.question, transforms=args.transforms, generation=args.generation,
-                         token_budget=args.token_budget, use_cache=not args.no_cache)
+    query = _parse_query(args, args.question)
     streamed = []
 
     def show(piece: str) -> None:
@@ -243,47 +242,57 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
-    """What `query` and `ask` retrieve with: strategy, k, filter, scope, chunking and the strategy's options."""
-    p.add_argument("--profile", default=None, help="an agent profile (`ragloom profiles` lists them): its fields "
-                                                   "fill what the command line leaves out")
-    p.add_argument("--strategy", default=None, help="a retrieval strategy (`ragloom strategies` lists them); "
-                                                    "default hybrid")
-    p.add_argument("-k", type=int, default=None, help="items retrieved (default 5)")
-    p.add_argument("--filter", default="", help='metadata filter as JSON, e.g. \'{"status": "published"}\'')
-    p.add_argument("--scope", default="", help="tenant/user/chat[/agent]; default: shared only")
-    p.add_argument("--chunking", default="", help="which chunking's collection to query (default: the strategy's "
-                                                  "own: hierarchical for hierarchical, else recursive)")
+def _add_retrieval_arguments(p: argparse.ArgumentParser, ask: bool, query_fields: bool) -> None:
+    """What `query` and `ask` retrieve with: a flag per declared ``Query`` field (ragloom.retrieval.query), so a
+    new field reaches the command line without an edit here, plus ``--option`` pairs and the fallback policy.
+    ``query_fields`` False (any other command): left out, because reading the declarations loads the retrieval
+    package and `ragloom --help` stays instant."""
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a strategy option, repeatable, e.g. --option alpha=0.3 --option lanes=dense,bm25")
-    p.add_argument("--options", default="", metavar="JSON",
-                   help='strategy options as a JSON object, e.g. \'{"alpha": 0.3}\' (--option wins)')
-    p.add_argument("--namespaces", default=None, metavar="A,B",
-                   help="only documents of these namespaces (default: all; an empty value skips retrieval)")
-    p.add_argument("--exclude-dynamic", action="store_true", default=None, help="leave out injected (dynamic) items")
-    p.add_argument("--exclude-tools", default=None, metavar="A,B", help="leave out injected results of these tools")
+                   help="a strategy option, repeatable, e.g. --option alpha=0.3 --option lanes=dense,bm25 "
+                        "(wins over --options)")
     p.add_argument("--unknown-strategy", default="error", choices=["error", "fallback"],
                    help="an unknown --strategy is an error (default), or runs dense with a warning")
+    if not query_fields:
+        return
+    # deferred: the declarations live in the retrieval package (seconds to import); only query and ask need them
+    from ragloom.retrieval.query import declared_fields
+
+    for name, (declared, default) in declared_fields(ask=ask).items():
+        if declared.flag == "-":
+            continue
+        flag = declared.flag or "--" + name.replace("_", "-")
+        how: dict[str, Any] = {"dest": name, "default": None, "help": declared.help}
+        if declared.wire is bool:
+            how.update(action="store_const", const=not default,
+                       help=("do not " if default else "") + declared.help)
+        elif declared.wire is int:
+            how.update(type=int)
+        elif getattr(declared.wire, "__origin__", None) is list:
+            how.update(type=_names, metavar="A,B")
+        elif getattr(declared.wire, "__origin__", None) is dict:
+            how.update(metavar="JSON")
+        p.add_argument(flag, **how)
 
 
-def _parse_query(args: argparse.Namespace, text: str, **fields: Any) -> Any:
+def _names(text: str) -> list[str]:
+    """Comma-separated names as a list (an empty value: an empty list)."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _parse_query(args: argparse.Namespace, text: str) -> Any:
     """The command line's query, through the one parser: a malformed filter, scope, strategy or option fails here,
     before anything connects or loads."""
     # deferred: each command loads only what it needs (`ragloom --help` stays instant)
-    from ragloom.query import load_profiles, parse_query
+    from ragloom.query import FIELDS, load_profiles, parse_query
 
-    namespaces = None if args.namespaces is None else [n.strip() for n in args.namespaces.split(",") if n.strip()]
-    given = dict(strategy=args.strategy, k=args.k, filters=args.filter or None, scope=args.scope or None,
-                 chunking=args.chunking or None, options=args.options or None, exclude_dynamic=args.exclude_dynamic,
-                 namespaces=namespaces, exclude_tools=args.exclude_tools, profile=args.profile,
-                 unknown_strategy=args.unknown_strategy, **fields)
     # what the command line left out stays out, so a profile can fill it
-    given = {name: value for name, value in given.items() if value is not None}
-    profiles = load_profiles(Settings.from_env().agent_profiles) if args.profile else None
+    given = {name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None}
+    given.pop("text", None)
+    profiles = load_profiles(Settings.from_env().agent_profiles) if given.get("profile") else None
     return parse_query(given, text=text, profiles=profiles, option_pairs=args.option)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(query_fields: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragloom", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -297,19 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("query", help="retrieve from what was materialized")
     p.add_argument("text")
-    _add_retrieval_arguments(p)
+    _add_retrieval_arguments(p, ask=False, query_fields=query_fields)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_query)
 
     p = sub.add_parser("ask", help="answer a question from what was materialized, with citations")
     p.add_argument("question")
-    _add_retrieval_arguments(p)
-    p.add_argument("--transforms", default=None,
-                   help="query transforms, comma-separated: reformulate, multi_query, hyde, step_back, decompose, "
-                        "prf (default RAGLOOM_LLM_TRANSFORMS)")
-    p.add_argument("--generation", default=None, help="simple | cot | reflect (default RAGLOOM_LLM_GENERATION)")
-    p.add_argument("--token-budget", type=int, default=None, help="context tokens (default RAGLOOM_LLM_CONTEXT_TOKENS)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the answer cache")
+    _add_retrieval_arguments(p, ask=True, query_fields=query_fields)
     p.add_argument("--json", action="store_true", help="print the whole response as JSON (no streaming)")
     p.set_defaults(func=_cmd_ask)
 
@@ -371,7 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     from ragloom.stack.process import default_interrupts
 
     default_interrupts()  # the servers `stack up` starts must stop on SIGTERM, even from a background job
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    command = next((word for word in given if not word.startswith("-")), "")
+    args = build_parser(query_fields=command in ("query", "ask")).parse_args(argv)
     try:
         return args.func(args)
     except RagloomError as e:

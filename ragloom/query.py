@@ -11,8 +11,8 @@ it was given into a typed ``Query`` here, under one policy.
 - ``profile`` names an agent profile (ragloom.profiles): its fields fill what the request leaves out; what the
   request sets wins, options merged key by key.
 
-Adding a query parameter: a field on ``ragloom.retrieval.query.Query`` and its check below, or an ``Option`` on
-the strategy that reads it.
+Adding a query parameter: a field on ``ragloom.retrieval.query.Query`` with its declaration (help, request type,
+check), or an ``Option`` on the strategy that reads it. The doors are made from the declarations.
 """
 
 from __future__ import annotations
@@ -29,42 +29,24 @@ from ragloom.profiles import Profiles, apply_profile
 from ragloom.retrieval import available_strategies, strategy_class
 from ragloom.retrieval.base import FALLBACK_STRATEGY
 from ragloom.retrieval.query import (
-    DEFAULT_K,
     DEFAULT_STRATEGY,
     Query,
     as_mapping,
-    check_bool,
     check_filters,
-    check_k,
-    check_namespaces,
-    check_scope,
     check_text,
+    declared_fields,
 )
 
 log = logging.getLogger(__name__)
 
-FIELDS: dict[str, str] = {
-    "text": "the question or search text",
-    "strategy": "the retrieval strategy (`ragloom strategies` lists them)",
-    "k": "results to return",
-    "chunking": "whose collection: a registered chunking; default: the strategy's own",
-    "scope": "tenant/user[/chat[/agent]]; default: shared only",
-    "filters": "metadata filter in the filter language (a JSON object)",
-    "options": "the strategy's and post-processing options (a JSON object)",
-    "transforms": "query transforms (reformulate, multi_query, hyde, step_back, decompose, prf)",
-    "transform_options": "per transform, its options: {name: {option: value}}",
-    "exclude_dynamic": "leave out injected (dynamic) items",
-    "exclude_tools": "leave out injected results of these tools",
-    "profile": "an agent profile (`ragloom profiles` lists them): its fields fill what the request leaves out",
-    "namespaces": "only documents of these namespaces; absent: all; an empty list: skip retrieval",
-    "generation": "ask only: simple | cot | reflect",
-    "generation_options": "ask only: the generation strategy's options",
-    "token_budget": "ask only: context tokens passed to the model",
-    "use_cache": "ask only: read and write the answer cache",
-    "unknown_strategy": "error (default) | fallback: an unknown strategy runs dense with a warning",
-}
 UNKNOWN_STRATEGY = ("error", "fallback")
 MAX_TOKEN_BUDGET = 32_000
+# every field a door accepts, with its help: the query text, the declared ``Query`` fields, and the fallback policy
+FIELDS: dict[str, str] = {
+    "text": "the question or search text",
+    **{name: declared.help for name, (declared, _default) in declared_fields().items()},
+    "unknown_strategy": "error (default) | fallback: an unknown strategy runs dense with a warning",
+}
 
 
 def parse_query(fields: Mapping[str, Any] | None = None, /, *, option_pairs: Sequence[str] = (),
@@ -72,7 +54,9 @@ def parse_query(fields: Mapping[str, Any] | None = None, /, *, option_pairs: Seq
     """A checked ``Query`` from ``fields`` (and keyword fields, which win): JSON-like values as a request body,
     a job's config or the Python API give them (``filters`` and ``options`` may also be JSON text,
     ``transforms`` comma-separated text). ``option_pairs``: ``key=value`` text from a command line (they win
-    over ``options``). ``profiles``: where a ``profile`` field is looked up."""
+    over ``options``). ``profiles``: where a ``profile`` field is looked up.
+
+    A declared field with its own check is checked by it; the others below need a registry or another field."""
     given = {**(fields or {}), **more}
     unknown = sorted(set(given) - set(FIELDS))
     if unknown:
@@ -83,23 +67,21 @@ def parse_query(fields: Mapping[str, Any] | None = None, /, *, option_pairs: Seq
             raise QueryError("profile must be a name")
         given = apply_profile((profiles or Profiles()).get(profile_name), given)
     text = check_text(given.get("text"))
+    checked = {name: declared.check(given[name]) for name, (declared, _default) in declared_fields().items()
+               if declared.check is not None and name in given}
     strategy, requested, warning = _strategy(given.get("strategy"), given.get("unknown_strategy"))
-    options = _options(strategy, given.get("options"), option_pairs, lenient=bool(warning))
-    transforms = check_transforms(given.get("transforms"))
     generation = _generation(given.get("generation"))
     filters, filter_spec = check_filters(given.get("filters"))
     query = Query(
-        text=text, strategy=strategy, k=check_k(given.get("k", DEFAULT_K)),
-        chunking=check_chunking(given.get("chunking")),
-        scope=check_scope(given.get("scope")), filters=filters, filter_spec=filter_spec, options=options,
-        transforms=transforms, transform_options=_transform_options(given.get("transform_options")),
-        exclude_dynamic=check_bool("exclude_dynamic", given.get("exclude_dynamic", False)),
-        namespaces=check_namespaces(given.get("namespaces")), generation=generation,
+        text=text, strategy=strategy, chunking=check_chunking(given.get("chunking")),
+        filters=filters, filter_spec=filter_spec,
+        options=_options(strategy, given.get("options"), option_pairs, lenient=bool(warning)),
+        transforms=check_transforms(given.get("transforms")),
+        transform_options=_transform_options(given.get("transform_options")), generation=generation,
         generation_options=_checked("generation_options", f"generation {generation or '(any)'}",
                                     generation_options(generation), given.get("generation_options")),
-        token_budget=_token_budget(given.get("token_budget")),
-        use_cache=check_bool("use_cache", given.get("use_cache", True)), requested_strategy=requested,
-        profile=profile_name, exclude_tools=_tools(given.get("exclude_tools")))
+        token_budget=_token_budget(given.get("token_budget")), requested_strategy=requested,
+        profile=profile_name, **checked)
     if warning:
         log.warning(warning)
     return query
@@ -192,18 +174,6 @@ def _transform_options(value: Any) -> dict[str, dict[str, Any]]:
         _names("query transform", [name], available_transforms())
         out[name] = _checked("transform_options", f"transform {name}", transform_options(name), options)
     return out
-
-
-def _tools(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [part.strip() for part in value.split(",") if part.strip()]
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) and 0 < len(v) <= 64 for v in value):
-        raise QueryError("exclude_tools must be a list of tool names (1 to 64 characters each)")
-    if len(value) > 32:
-        raise QueryError(f"exclude_tools: at most 32, got {len(value)}")
-    return tuple(dict.fromkeys(value))
 
 
 def _generation(value: Any) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,31 +27,80 @@ DEFAULT_K = 5
 
 
 @dataclass(frozen=True)
+class Declared:
+    """How a ``Query`` field shows at the doors: its help, the JSON type a request gives it (``wire``), its
+    bounds in the request schema, its command-line flag, and the check that turns what was given into the
+    field's value. A field with a declaration is accepted by every door (the HTTP and MCP request schema, the
+    command line and the Python API are made from these); ``check`` None means ``ragloom.query.parse_query``
+    decides the value itself (it needs a registry, or another field)."""
+
+    help: str
+    wire: Any
+    check: Callable[[Any], Any] | None = None
+    ask_only: bool = False  # matters to answers only (HTTP/MCP: the ask request; CLI: `ragloom ask`)
+    flag: str = ""  # the command line's flag; "": --the-field-name; "-": not on the command line
+    bounds: Mapping[str, Any] = field(default_factory=dict)  # ge, le, max_length, ... of the request schema
+
+
+def declare(help: str, wire: Any, check: Callable[[Any], Any] | None = None, **how: Any) -> dict[str, Declared]:
+    """A ``Query`` field's ``metadata``: see ``Declared``."""
+    return {"declared": Declared(help, wire, check, **how)}
+
+
+@dataclass(frozen=True)
 class Query:
     """One query. ``options``: the strategy's and post-processing options the caller set (checked against the
     declarations; defaults are the retriever's). ``namespaces``: None = all; ``()`` = skip retrieval.
     ``transforms``: None = the settings' default. The ``generation*`` / ``token_budget`` / ``use_cache`` fields
-    matter to ``ask`` only."""
+    matter to ``ask`` only.
+
+    Adding a query parameter: a field here with its ``declare(...)`` (help, request type, check), read by the
+    strategy or step it is for. Every door takes it from the declaration."""
 
     text: str
-    strategy: str = DEFAULT_STRATEGY
-    k: int = DEFAULT_K
-    chunking: str | None = None  # None: the strategy's own default collection
-    scope: Scope = field(default_factory=Scope)
-    filters: Node | None = None
+    strategy: str = field(default=DEFAULT_STRATEGY, metadata=declare(
+        "the retrieval strategy (`ragloom strategies` lists them); another name is an error unless "
+        "unknown_strategy is fallback", str))
+    k: int = field(default=DEFAULT_K, metadata=declare(
+        "results to return", int, lambda v: check_k(v), flag="-k", bounds={"ge": 1, "le": MAX_K}))
+    chunking: str | None = field(default=None, metadata=declare(  # None: the strategy's own default collection
+        "whose collection: recursive | semantic | hierarchical | headered; default: the strategy's own", str))
+    scope: Scope = field(default_factory=Scope, metadata=declare(
+        "tenant/user[/chat[/agent]]; default: shared only (HTTP and MCP: inside the key's own scope)", str,
+        lambda v: check_scope(v)))
+    filters: Node | None = field(default=None, metadata=declare(
+        "metadata filter in the filter language (a JSON object)", dict[str, Any], flag="--filter"))
     filter_spec: Any = None  # the filter as the caller wrote it (JSON-like), for result metadata
-    options: Mapping[str, Any] = field(default_factory=dict)
-    transforms: tuple[str, ...] | None = None
-    transform_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    exclude_dynamic: bool = False
-    namespaces: tuple[str, ...] | None = None
-    generation: str | None = None
-    generation_options: Mapping[str, Any] = field(default_factory=dict)
-    token_budget: int | None = None
-    use_cache: bool = True
+    options: Mapping[str, Any] = field(default_factory=dict, metadata=declare(
+        "strategy and post-processing options, each checked against its declaration (`ragloom strategies`, "
+        "GET /v1/strategies)", dict[str, Any]))
+    transforms: tuple[str, ...] | None = field(default=None, metadata=declare(
+        "query transforms (reformulate, multi_query, hyde, step_back, decompose, prf); default "
+        "RAGLOOM_LLM_TRANSFORMS", list[str]))
+    transform_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, metadata=declare(
+        'per transform, its options (bounded), e.g. {"multi_query": {"n": 4}}', dict[str, dict[str, Any]]))
+    exclude_dynamic: bool = field(default=False, metadata=declare(
+        "leave out injected (dynamic) items", bool, lambda v: check_bool("exclude_dynamic", v)))
+    namespaces: tuple[str, ...] | None = field(default=None, metadata=declare(
+        "only documents of these namespaces; absent: all; an empty list: skip retrieval", list[str],
+        lambda v: check_namespaces(v)))
+    generation: str | None = field(default=None, metadata=declare(
+        "simple | cot | reflect; default RAGLOOM_LLM_GENERATION", str, ask_only=True))
+    generation_options: Mapping[str, Any] = field(default_factory=dict, metadata=declare(
+        'the generation strategy\'s options (bounded), e.g. {"rounds": 2} for reflect', dict[str, Any],
+        ask_only=True))
+    token_budget: int | None = field(default=None, metadata=declare(
+        "context tokens passed to the model; default RAGLOOM_LLM_CONTEXT_TOKENS", int, ask_only=True,
+        bounds={"ge": 1}))
+    use_cache: bool = field(default=True, metadata=declare(
+        "read and write the answer cache", bool, lambda v: check_bool("use_cache", v), ask_only=True,
+        flag="--no-cache"))
     requested_strategy: str = ""  # the name asked for, when unknown_strategy="fallback" replaced it
-    profile: str = ""  # the agent profile that filled the fields the request left out
-    exclude_tools: tuple[str, ...] = ()  # injected results of these tools are left out
+    profile: str = field(default="", metadata=declare(  # the agent profile that filled the fields left out
+        "an agent profile (`ragloom profiles`, GET /v1/profiles): its fields fill what the request leaves out",
+        str, bounds={"max_length": 64}))
+    exclude_tools: tuple[str, ...] = field(default=(), metadata=declare(
+        "leave out injected results of these tools", list[str], lambda v: check_tools(v)))
 
     @property
     def skips_retrieval(self) -> bool:
@@ -60,6 +109,19 @@ class Query:
 
     def replace(self, **changes: Any) -> Query:
         return dataclasses.replace(self, **changes)
+
+
+def declared_fields(ask: bool = True) -> dict[str, tuple[Declared, Any]]:
+    """The ``Query`` fields the doors accept, in declaration order: name -> (declaration, default).
+    ``ask`` False leaves out the fields that matter to answers only."""
+    out = {}
+    for f in dataclasses.fields(Query):
+        declared = f.metadata.get("declared")
+        if declared is None or (declared.ask_only and not ask):
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        out[f.name] = (declared, default)
+    return out
 
 
 def check_text(text: Any) -> str:
@@ -112,6 +174,19 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise QueryError(f"{name} must be true or false, got {value!r:.40}")
     return value
+
+
+def check_tools(value: Any) -> tuple[str, ...]:
+    """Tool names (a list, or comma-separated text): at most 32, 1 to 64 characters each."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) and 0 < len(v) <= 64 for v in value):
+        raise QueryError("exclude_tools must be a list of tool names (1 to 64 characters each)")
+    if len(value) > 32:
+        raise QueryError(f"exclude_tools: at most 32, got {len(value)}")
+    return tuple(dict.fromkeys(value))
 
 
 def describe(spec: Any) -> Any:

@@ -4,40 +4,36 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ragloom.dynamic import MAX_TEXT_CHARS, MAX_TTL_SECONDS
-from ragloom.query import MAX_TOKEN_BUDGET
 from ragloom.retrieval import available_strategies
-from ragloom.retrieval.query import MAX_K, MAX_QUERY_CHARS
+from ragloom.retrieval.query import MAX_QUERY_CHARS, declared_fields
 
 
-class QueryRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _request_model(name: str, doc: str, ask: bool) -> type[BaseModel]:
+    """A request body made from the ``Query`` field declarations (ragloom.retrieval.query), so a new query field
+    reaches HTTP and MCP without an edit here. ``query`` is the text; a field left out is left out of the
+    ``Query`` (a profile, else the default, fills it)."""
+    fields: dict[str, Any] = {
+        "query": (str, Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="the question or search text")),
+        "unknown_strategy": (Literal["error", "fallback"], Field("error", description="fallback: an unknown "
+                                                                 "strategy runs dense, with a warning in the result")),
+    }
+    for field_name, (declared, default) in declared_fields(ask=ask).items():
+        shown = default if isinstance(default, (str, int, float, bool)) and default != "" else None
+        wire = declared.wire if shown is not None else declared.wire | None
+        fields[field_name] = (wire, Field(shown, description=declared.help, **declared.bounds))
+    fields["strategy"] = (str, Field("hybrid", description=" | ".join(available_strategies()) + "; another name is "
+                                     "a 400 unless unknown_strategy is fallback"))
+    model = create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+    model.__doc__ = doc
+    return model
 
-    query: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS, description="the question or search text")
-    strategy: str = Field("hybrid", description=" | ".join(available_strategies()) + "; another name is a 400 "
-                                                "unless unknown_strategy is fallback")
-    unknown_strategy: Literal["error", "fallback"] = Field("error", description="fallback: an unknown strategy "
-                                                           "runs dense, with a warning in the result")
-    k: int = Field(5, ge=1, le=MAX_K)
-    chunking: str | None = Field(None, description="whose collection: recursive | semantic | hierarchical | "
-                                                   "headered; default: the strategy's own")
-    filters: dict[str, Any] | None = Field(None, description="metadata filter (the filter language)")
-    scope: str | None = Field(None, description="tenant/user[/chat[/agent]] inside the key's own; default: the "
-                                                "key's scope")
-    namespaces: list[str] | None = Field(None, description="only documents of these namespaces; default: all; "
-                                                           "an empty list skips retrieval")
-    exclude_dynamic: bool = Field(False, description="leave out injected (dynamic) items")
-    exclude_tools: list[str] | None = Field(None, description="leave out injected results of these tools")
-    profile: str | None = Field(None, max_length=64, description="an agent profile (GET /v1/profiles): its fields "
-                                "fill what this request leaves out")
-    options: dict[str, Any] = Field(default_factory=dict, description="strategy and post-processing options, each "
-                                    "checked against its declaration (GET /v1/strategies lists them)")
-    transforms: list[str] | None = Field(None, description="query transforms (reformulate, multi_query, hyde, "
-                                         "step_back, decompose, prf); default RAGLOOM_LLM_TRANSFORMS")
-    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per transform, its "
-                                                         "options (bounded), e.g. {\"multi_query\": {\"n\": 4}}")
+
+QueryRequest = _request_model("QueryRequest", "A query: retrieval within the caller's scope.", ask=False)
+AskRequest = _request_model("AskRequest", "A query, answered with citations by the configured model "
+                            "(RAGLOOM_LLM_*).", ask=True)
 
 
 class Span(BaseModel):
@@ -117,16 +113,6 @@ class PromoteResponse(BaseModel):
     to_scope: str
     weaviate_objects: int
     neo4j_chunks: int
-
-
-class AskRequest(QueryRequest):
-    """A query, answered with citations by the configured model (RAGLOOM_LLM_*)."""
-
-    generation: str | None = Field(None, description="simple | cot | reflect; default RAGLOOM_LLM_GENERATION")
-    token_budget: int | None = Field(None, ge=100, le=MAX_TOKEN_BUDGET, description="context tokens for the model")
-    use_cache: bool = True
-    generation_options: dict[str, Any] = Field(default_factory=dict, description="the generation strategy's "
-                                               "options (bounded), e.g. {\"rounds\": 2} for reflect")
 
 
 class AskResponse(BaseModel):

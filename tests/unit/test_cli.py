@@ -86,7 +86,7 @@ def test_query_chunking_defaults_to_the_strategys_own_collection():
     from ragloom.retrieval import strategy_class
 
     for command in (["query", "q"], ["ask", "q"]):
-        assert build_parser().parse_args(command).chunking == ""
+        assert build_parser().parse_args(command).chunking is None
     rag = Ragloom(vectors=object())  # a store object is never called by building a retriever
     assert rag.retriever("hierarchical", "").chunking == "hierarchical"
     assert rag.retriever("hybrid", "").chunking == "recursive"
