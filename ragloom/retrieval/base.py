@@ -18,7 +18,7 @@ import numpy as np
 
 from ragloom.dynamic import EXPIRES_AT, NAMESPACE, has_property, visibility_nodes
 from ragloom.errors import FilterError, QueryError, RagloomError, RetrievalError, StoreError
-from ragloom.filters import Node, bind, build_where, meta_property_name, parse_iso_date
+from ragloom.filters import Condition, Node, Not, bind, build_where, meta_property_name, parse_iso_date
 from ragloom.options import Option, check_options, parse_option_pairs
 from ragloom.registry import Registry
 from ragloom.retrieval import fusion
@@ -312,6 +312,8 @@ class Retriever(ABC):
         post = {name: opts.pop(name) for name in POSTPROCESS_DEFAULTS}
         user_filter = self.context.bind_filters(self.chunking, q.filters)
         visibility = self.context.visibility(self.chunking, q.exclude_dynamic, q.namespaces, q.exclude_tools)
+        if q.exclude_documents:  # the caller has these already (an agent's earlier reads)
+            visibility += (Not(Condition("document_id", "document_id", "in", list(q.exclude_documents))),)
         reranker, no_rerank = self.context.reranker() if post["rerank"] else (None, "rerank=False")
         fetch_k = q.k * 2 if post["dedup"] else q.k
         if post["max_per_document"]:  # room to fill k from other documents
@@ -323,6 +325,7 @@ class Retriever(ABC):
         cache_key = None if expansion is not None else self._cache_key(
             query=q.text, k=q.k, scope=q.scope.path, filters=q.filter_spec, options={**opts, **post},
             exclude_dynamic=q.exclude_dynamic, namespaces=q.namespaces, exclude_tools=q.exclude_tools,
+            exclude_documents=q.exclude_documents,
             reranker=getattr(reranker, "model_id", None))
         if cache_key is not None and self.context.result_cache is not None:
             cached = self.context.result_cache.get(cache_key)
@@ -359,6 +362,7 @@ class Retriever(ABC):
             "filters": q.filter_spec,
             "exclude_dynamic": q.exclude_dynamic,
             **({"exclude_tools": list(q.exclude_tools)} if q.exclude_tools else {}),
+            **({"exclude_documents": list(q.exclude_documents)} if q.exclude_documents else {}),
             **({"profile": q.profile} if q.profile else {}),
             "namespaces": None if q.namespaces is None else list(q.namespaces),
             "lanes_run": request.lanes_run,

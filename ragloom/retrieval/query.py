@@ -22,6 +22,7 @@ MAX_K = 200
 MAX_QUERY_CHARS = 4000
 MAX_NAMESPACES = 32
 MAX_NAMESPACE_CHARS = 64
+MAX_EXCLUDED_DOCUMENTS = 200
 DEFAULT_STRATEGY = "hybrid"
 DEFAULT_K = 5
 
@@ -101,6 +102,9 @@ class Query:
         str, bounds={"max_length": 64}))
     exclude_tools: tuple[str, ...] = field(default=(), metadata=declare(
         "leave out injected results of these tools", list[str], lambda v: check_tools(v)))
+    exclude_documents: tuple[str, ...] = field(default=(), metadata=declare(
+        "leave out these documents (by document_id), e.g. the ones an agent has already read", list[str],
+        lambda v: check_document_ids(v)))
 
     @property
     def skips_retrieval(self) -> bool:
@@ -186,6 +190,19 @@ def check_tools(value: Any) -> tuple[str, ...]:
         raise QueryError("exclude_tools must be a list of tool names (1 to 64 characters each)")
     if len(value) > 32:
         raise QueryError(f"exclude_tools: at most 32, got {len(value)}")
+    return tuple(dict.fromkeys(value))
+
+
+def check_document_ids(value: Any) -> tuple[str, ...]:
+    """Document ids (a list, or comma-separated text): at most MAX_EXCLUDED_DOCUMENTS, each 1 to 1000 characters."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) and 0 < len(v) <= 1000 for v in value):
+        raise QueryError("exclude_documents must be a list of document ids (1 to 1000 characters each)")
+    if len(value) > MAX_EXCLUDED_DOCUMENTS:
+        raise QueryError(f"exclude_documents: at most {MAX_EXCLUDED_DOCUMENTS}, got {len(value)}")
     return tuple(dict.fromkeys(value))
 
 

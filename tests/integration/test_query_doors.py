@@ -5,6 +5,7 @@ test_job_options.py), all on the real stack, before anything is searched."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -96,3 +97,40 @@ def test_evaluation_runner(settings, tmp_path, fields, needles):
         evaluate(str(tmp_path), [fields["strategy"]], ["recursive"], settings, namespace="EvalDoors",
                  query_options=fields.get("options"), baselines=False, log=lambda _m: None)
     assert all(n in str(e.value) for n in needles), str(e.value)
+
+
+def test_exclude_documents_at_every_door(settings, rag, tmp_path, capsys, monkeypatch):
+    """A declared Query field reaches every door from its declaration alone: ``exclude_documents`` (added in one
+    commit touching the Query and the retriever base) leaves the named document out at the Python API, the
+    HTTP service and the CLI, and a bad value is the same clear error."""
+    from fastapi.testclient import TestClient
+
+    from ragloom.cli import main
+    from ragloom.service.app import create_app
+    from ragloom.service.keys import KeyStore
+
+    question = "who builds HarborSight?"
+    found = rag.query(question, strategy="dense", scope="acme/alice")
+    assert found.items, "the injected item is found without the field"
+    doc = found.items[0].document_id
+    gone = rag.query(question, strategy="dense", scope="acme/alice", exclude_documents=[doc])
+    assert doc not in {i.document_id for i in gone.items} and gone.metadata["exclude_documents"] == [doc]
+    with pytest.raises(QueryError, match="exclude_documents must be a list of document ids"):
+        rag.query(question, exclude_documents=[""])
+
+    ours = dataclasses.replace(settings, service_keys_file=tmp_path / "keys.json")
+    key, _record = KeyStore(ours.resolved_keys_file).create("acme", "alice")
+    with TestClient(create_app(ours, rag=rag)) as client:
+        auth = {"Authorization": f"Bearer {key}"}
+        body = {"query": question, "strategy": "dense"}
+        assert doc in {i["document_id"] for i in client.post("/v1/query", json=body, headers=auth).json()["items"]}
+        r = client.post("/v1/query", json={**body, "exclude_documents": [doc]}, headers=auth)
+        assert r.status_code == 200 and doc not in {i["document_id"] for i in r.json()["items"]}, r.text
+        r = client.post("/v1/query", json={**body, "exclude_documents": "not a list"}, headers=auth)
+        assert r.status_code in (400, 422), r.text
+
+    monkeypatch.setenv("RAGLOOM_COLLECTION_PREFIX", rag.settings.collection_prefix)
+    for extra, present in (([], True), (["--exclude-documents", doc], False)):
+        assert main(["query", question, "--strategy", "dense", "--scope", "acme/alice", "--json", *extra]) == 0
+        items = json.loads(capsys.readouterr().out)["items"]
+        assert (doc in {i["document_id"] for i in items}) is present
