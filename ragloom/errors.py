@@ -83,6 +83,10 @@ class NotFoundError(RagloomError):
     cannot be probed)."""
 
 
+class ForbiddenError(RagloomError):
+    """A request that reaches outside the caller's own scope."""
+
+
 class ConflictError(RagloomError):
     """A request that cannot apply to the current state; the message says what to do first."""
 

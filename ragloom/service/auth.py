@@ -18,7 +18,6 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
@@ -26,42 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
 
-from ragloom.errors import ScopeError
 from ragloom.service.keys import KeyRecord, KeyStore
-from ragloom.types import Scope
-
-
-@dataclass(frozen=True)
-class Caller:
-    """The authenticated key behind a request (its id, never the key) and its principal."""
-
-    key_id: str
-    tenant: str
-    user: str
-    admin: bool
-
-    @property
-    def scope(self) -> Scope:
-        return Scope(self.tenant, self.user)
-
-    def narrow(self, requested: str | None) -> Scope:
-        """The requested scope if it lies within this caller's own; None or '' means the caller's own."""
-        if not requested:
-            return self.scope
-        try:
-            scope = Scope.from_path(requested)
-        except ScopeError as e:
-            raise HTTPException(400, f"scope: {e}") from e
-        if self.scope.path not in scope.visible_paths():
-            raise HTTPException(403, f"scope {scope.path!r} is outside this key's scope {self.scope.path!r}")
-        return scope
-
-    def owns(self, scope_path: str) -> bool:
-        """Whether a stored scope path lies within this caller's subtree."""
-        try:
-            return self.scope.path in Scope.from_path(scope_path).visible_paths()
-        except ScopeError:
-            return False
 
 
 class RateLimiter:
@@ -110,7 +74,7 @@ class Gate:
         self.limiter = RateLimiter(per_minute)
         self.auth_failures = RateLimiter(failures_per_minute)
 
-    def admit(self, key: str | None, address: str) -> Caller:
+    def admit(self, key: str | None, address: str) -> KeyRecord:
         """The caller behind ``key``, after the key check and the rate limit; ``Refused`` otherwise.
         ``address``: the direct peer's (uvicorn runs without proxy headers: behind a proxy, the proxy's)."""
         record: KeyRecord | None = self.keys.lookup(key)
@@ -122,7 +86,7 @@ class Gate:
         wait = self.limiter.take(record.key_id)
         if wait > 0:
             raise Refused(429, "rate limit exceeded for this key", _retry(wait))
-        return Caller(record.key_id, record.tenant, record.user, record.admin)
+        return record
 
 
 def _retry(wait: float) -> dict[str, str]:
@@ -137,12 +101,12 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
     return headers.get("x-api-key")
 
 
-def caller(request: Request) -> Caller:
+def caller(request: Request) -> KeyRecord:
     """The request's caller, after the key check and the rate limit."""
     return authenticate(request, presented_key(request.headers))
 
 
-def authenticate(request: Request, key: str | None) -> Caller:
+def authenticate(request: Request, key: str | None) -> KeyRecord:
     try:
         who = request.app.state.gate.admit(key, request.client.host if request.client else "unknown")
     except Refused as e:
@@ -177,14 +141,14 @@ class KeyRequired:
         await self.app(scope, receive, send)
 
 
-CallerDep = Annotated[Caller, Depends(caller)]
+CallerDep = Annotated[KeyRecord, Depends(caller)]
 
 
-def admin(who: CallerDep) -> Caller:
+def admin(who: CallerDep) -> KeyRecord:
     # a user-level admin record (written into the keys file by hand: `keys create` refuses one) is no admin
     if not who.admin or who.user:
         raise HTTPException(403, "this endpoint needs a tenant-wide admin key")
     return who
 
 
-AdminDep = Annotated[Caller, Depends(admin)]
+AdminDep = Annotated[KeyRecord, Depends(admin)]

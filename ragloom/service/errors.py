@@ -14,6 +14,7 @@ from ragloom.errors import (
     ConfigError,
     ConflictError,
     FilterError,
+    ForbiddenError,
     LLMError,
     NotFoundError,
     ParseError,
@@ -25,8 +26,8 @@ from ragloom.errors import (
 
 log = logging.getLogger("ragloom.service")
 
-STATUS = ((NotFoundError, 404), (ConflictError, 409), (ScopeError, 400), (FilterError, 400), (RetrievalError, 400),
-          (ConfigError, 400), (ParseError, 400),
+STATUS = ((NotFoundError, 404), (ForbiddenError, 403), (ConflictError, 409), (ScopeError, 400), (FilterError, 400),
+          (RetrievalError, 400), (ConfigError, 400), (ParseError, 400),
           (StoreError, 503), (LLMError, 502))
 GENERIC = {503: "a store is unavailable", 502: "the language model failed", 500: "internal error"}
 

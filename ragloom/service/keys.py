@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ragloom import files
-from ragloom.errors import ConfigError
+from ragloom.errors import ConfigError, ForbiddenError, ScopeError
 from ragloom.types import Scope, sha256_hex
 
 KEY_PREFIX = "rlk_"
@@ -39,6 +39,9 @@ def check_principal(tenant: str, user: str = "", admin: bool = False) -> None:
 
 @dataclass(frozen=True)
 class KeyRecord:
+    """A stored key (its id and hash, never the key) and its principal; the service's caller is the record of the
+    key that authenticated the request."""
+
     key_id: str
     tenant: str
     user: str
@@ -48,6 +51,28 @@ class KeyRecord:
     revoked_at: float | None = None
     label: str = ""
 
+
+    @property
+    def scope(self) -> Scope:
+        """The key's principal as a scope: its tenant, or the tenant's user."""
+        return Scope(self.tenant, self.user)
+
+    def narrow(self, requested: str | None) -> Scope:
+        """The requested scope if it lies within this key's own; None or '' means the key's own. A malformed
+        path is a ScopeError (400), one outside the key's scope a ForbiddenError (403)."""
+        if not requested:
+            return self.scope
+        scope = Scope.from_path(requested)
+        if self.scope.path not in scope.visible_paths():
+            raise ForbiddenError(f"scope {scope.path!r} is outside this key's scope {self.scope.path!r}")
+        return scope
+
+    def owns(self, scope_path: str) -> bool:
+        """Whether a stored scope path lies within this key's subtree."""
+        try:
+            return self.scope.path in Scope.from_path(scope_path).visible_paths()
+        except ScopeError:
+            return False
 
     def public(self) -> dict:
         """What `keys list` shows: everything but the hash."""

@@ -24,9 +24,9 @@ from ragloom import dynamic
 from ragloom.api import Ragloom
 from ragloom.errors import RagloomError
 from ragloom.query import load_profiles
-from ragloom.service.auth import Caller, Gate, KeyRequired, Refused
+from ragloom.service.auth import Gate, KeyRequired, Refused
 from ragloom.service.errors import public_error
-from ragloom.service.keys import KeyStore
+from ragloom.service.keys import KeyRecord, KeyStore
 from ragloom.service.models import AskRequest, InjectRequest, QueryRequest
 from ragloom.service.routers import catalog
 from ragloom.service.routers.query import result_body, to_query
@@ -56,7 +56,7 @@ TOOLS: dict[str, tuple[type[BaseModel], str]] = {
     "list_strategies": (NoInput, "The retrieval strategies with their options, and the agent profiles."),
 }
 
-Principal = Callable[[Any], Caller]  # the request context -> its caller (or Refused)
+Principal = Callable[[Any], KeyRecord]  # the request context -> its caller (or Refused)
 
 
 def tool_list() -> list[types.Tool]:
@@ -102,17 +102,17 @@ def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-async def _search(rag: Any, who: Caller, body: QueryRequest) -> dict[str, Any]:
+async def _search(rag: Any, who: KeyRecord, body: QueryRequest) -> dict[str, Any]:
     result = await rag.aquery(to_query(body, who, rag.profiles))
     return result_body(result).model_dump()
 
 
-async def _ask(rag: Any, who: Caller, body: AskRequest) -> dict[str, Any]:
+async def _ask(rag: Any, who: KeyRecord, body: AskRequest) -> dict[str, Any]:
     answer = await rag.run_blocking(rag.ask, to_query(body, who, rag.profiles))
     return answer.to_dict()
 
 
-async def _remember(rag: Any, who: Caller, body: InjectRequest) -> dict[str, Any]:
+async def _remember(rag: Any, who: KeyRecord, body: InjectRequest) -> dict[str, Any]:
     scope = who.narrow(body.scope)
     item = await rag.run_blocking(rag.remember, _item_strategies(rag), body.text, scope, tool=body.tool or "",
                                   profile=body.profile or "",
@@ -122,14 +122,14 @@ async def _remember(rag: Any, who: Caller, body: InjectRequest) -> dict[str, Any
             "expires_at": item.expires_at.isoformat() if item.expires_at else None}
 
 
-async def _forget(rag: Any, who: Caller, body: ForgetRequest) -> dict[str, Any]:
+async def _forget(rag: Any, who: KeyRecord, body: ForgetRequest) -> dict[str, Any]:
     deleted = await rag.run_blocking(rag.delete_item, _item_strategies(rag), body.item_id, who.scope)
     if not deleted:  # unknown, or someone else's: the same answer, so ids cannot be probed
         raise HTTPException(404, f"no dynamic item {body.item_id!r} in this key's scope")
     return {"item_id": body.item_id, "deleted_chunks": deleted}
 
 
-async def _list_strategies(rag: Any, who: Caller, body: NoInput) -> dict[str, Any]:
+async def _list_strategies(rag: Any, who: KeyRecord, body: NoInput) -> dict[str, Any]:
     return {"strategies": catalog.strategies(), "profiles": catalog.profiles(rag)}
 
 
@@ -138,13 +138,13 @@ def _item_strategies(rag: Any) -> list[str]:
     return dynamic.item_strategies(rag.settings.chunkings)
 
 
-HANDLERS: dict[str, Callable[[Any, Caller, Any], Awaitable[dict[str, Any]]]] = {
+HANDLERS: dict[str, Callable[[Any, KeyRecord, Any], Awaitable[dict[str, Any]]]] = {
     "search": _search, "ask": _ask, "remember": _remember, "forget": _forget, "list_strategies": _list_strategies,
 }
 
 
 # streamable HTTP, inside `ragloom serve` -----------------------------------------------------------------
-def http_caller(ctx: Any) -> Caller:
+def http_caller(ctx: Any) -> KeyRecord:
     """The caller ``KeyRequired`` admitted for this HTTP request."""
     request = getattr(ctx, "request", None)
     who = request.scope.get("state", {}).get("caller") if request is not None else None

@@ -187,7 +187,7 @@ def check_metadata(layout: Layout, scope: Scope, result, stats) -> None:
     """The whole result (items, their metadata, the result's metadata) names no hidden person the query itself did
     not name (the query text and filters are echoed back in the metadata: that is not a leak)."""
     _, hidden = visible_names(layout, scope)
-    asked = result.query + json.dumps(result.metadata.get("filters"), default=str)
+    asked = result.query + json.dumps(result.metadata.filters, default=str)
     blob = json.dumps({"metadata": result.metadata, "items": [i.__dict__ for i in result.items]}, default=str)
     leaked = sorted(n for n in hidden if n in blob and n not in asked)
     stats["leaks"] += bool(leaked)
@@ -458,12 +458,12 @@ def test_no_http_answer_carries_a_canary_from_outside_the_callers_scopes(http_se
 def test_the_http_oracle_catches_a_planted_leak(http_service, monkeypatch, report):
     """Positive control: with the scope check broken (any requested scope granted), the same generated requests
     must produce answers the oracle flags."""
-    from ragloom.service import auth
+    from ragloom.service import keys
 
     def narrow_without_check(self, requested):
         return Scope.from_path(requested) if requested else self.scope
 
-    monkeypatch.setattr(auth.Caller, "narrow", narrow_without_check)
+    monkeypatch.setattr(keys.KeyRecord, "narrow", narrow_without_check)
     oracle = fresh_oracle(http_service)
     http_round(http_service, oracle, random.Random(f"control-{HTTP_SEED}"), 120)
     report(requests=sum(oracle.by_endpoint.values()), leaks_found=len(oracle.leaks), first=oracle.leaks[:2])
@@ -562,12 +562,12 @@ def test_no_mcp_answer_carries_a_canary_from_outside_the_callers_scopes(http_ser
 
 def test_the_mcp_oracle_catches_a_planted_leak(http_service, monkeypatch, report):
     """Positive control for the MCP door: the scope check broken, the oracle must flag answers."""
-    from ragloom.service import auth
+    from ragloom.service import keys
 
     def narrow_without_check(self, requested):
         return Scope.from_path(requested) if requested else self.scope
 
-    monkeypatch.setattr(auth.Caller, "narrow", narrow_without_check)
+    monkeypatch.setattr(keys.KeyRecord, "narrow", narrow_without_check)
     oracle = fresh_oracle(http_service)
     mcp_round(http_service, oracle, random.Random(f"mcp-control-{HTTP_SEED}"), 120)
     report(requests=sum(oracle.by_endpoint.values()), leaks_found=len(oracle.leaks), first=oracle.leaks[:2])

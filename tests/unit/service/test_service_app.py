@@ -13,19 +13,19 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from fastapi import HTTPException
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ragloom import dynamic
 from ragloom.embedding.base import Embedder
 from ragloom.embedding.batching import CoalescingEmbedder
-from ragloom.errors import ConfigError, ScopeError
+from ragloom.errors import ConfigError, ForbiddenError, RagloomError, ScopeError
 from ragloom.filters import MATCHES_NOTHING, Condition, Not
 from ragloom.parsing.sources import scope_from_upload_path
 from ragloom.service import intake
-from ragloom.service.auth import Caller, RateLimiter
-from ragloom.service.keys import KeyStore
+from ragloom.service.auth import RateLimiter
+from ragloom.service.errors import status_of
+from ragloom.service.keys import KeyRecord, KeyStore
 from ragloom.service.metrics import ServiceMetrics
 from ragloom.service.routers.playground import highlight, subgraph_svg
 from ragloom.types import RetrievedItem, Scope
@@ -72,12 +72,12 @@ part = st.sampled_from(["acme", "globex", "alice", "bob", "c1", "c2", "a1"])
 @given(tenant=part, user=st.sampled_from(["", "alice", "bob"]),
        requested=st.lists(part, min_size=0, max_size=4).map("/".join))
 def test_narrowing_never_leaves_the_principal(tenant, user, requested):
-    who = Caller("k", tenant, user, False)
+    who = KeyRecord("k", tenant, user, False, 0.0, "")
     try:
         scope = who.narrow(requested)
-    except HTTPException as e:
-        assert e.status_code in (400, 403)
-        if e.status_code == 403:
+    except RagloomError as e:
+        assert status_of(e) in (400, 403)
+        if status_of(e) == 403:
             assert who.scope.path not in Scope.from_path(requested).visible_paths()
         return
     assert who.scope.path in scope.visible_paths()  # at or below the key's own scope
@@ -85,13 +85,13 @@ def test_narrowing_never_leaves_the_principal(tenant, user, requested):
 
 
 def test_narrowing_examples():
-    who = Caller("k", "acme", "alice", False)
+    who = KeyRecord("k", "acme", "alice", False, 0.0, "")
     assert who.narrow(None) == Scope("acme", "alice")
     assert who.narrow("acme/alice/c1/agent") == Scope("acme", "alice", "c1", "agent")
     for other in ("acme", "__shared__", "acme/bob", "globex/alice", "acme/alice2"):
-        with pytest.raises(HTTPException) as e:
+        with pytest.raises(ForbiddenError) as e:
             who.narrow(other)
-        assert e.value.status_code == 403
+        assert status_of(e.value) == 403
     assert who.owns("acme/alice/c9") and not who.owns("acme/bob/c1") and not who.owns("acme")
 
 
