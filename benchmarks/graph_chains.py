@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             result = rag.query(question.question, strategy="graph_rag", k=args.k, **options)
             judgements.append(judge(question, context_graph(result)))
             for name, values in stages.items():
-                values.append(result.metadata["timings_ms"].get(name, 0.0))
+                values.append(result.metadata.timings_ms.get(name, 0.0))
         print(table(judgements))
         print("\nmedian ms per query: " + ", ".join(f"{name} {statistics.median(v):.2f}" for name, v in stages.items()))
         stats = graph.stats()

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             def transformed(name: str):
                 def run(q: str) -> tuple[int, int, int]:
                     result = rag.query(q, k=5, transforms=[name])
-                    report = result.metadata["transforms"][name]
+                    report = result.metadata.details["transforms"][name]
                     return report["tokens_in"], report["tokens_out"], int(report["error"] is not None)
                 return run
 

@@ -223,9 +223,9 @@ def measure(args: argparse.Namespace, settings, strategies: list[str], log) -> i
                 result = run(q)
                 times.append((time.perf_counter() - started) * 1000)
                 if result is not None:
-                    for stage, ms in result.metadata["timings_ms"].items():
+                    for stage, ms in result.metadata.timings_ms.items():
                         stage_times.setdefault(name, {}).setdefault(stage, []).append(ms)
-                    fallbacks[name] = fallbacks.get(name, 0) + bool(result.metadata["fallbacks"])
+                    fallbacks[name] = fallbacks.get(name, 0) + bool(result.metadata.fallbacks)
 
         base_p95 = percentile(latencies["baseline"], 95)
         print(f"\nquery latency, SciFact: {len(documents)} documents, recursive {sizes['recursive']} chunks, "
@@ -256,8 +256,8 @@ def measure(args: argparse.Namespace, settings, strategies: list[str], log) -> i
 
         if args.abstention:
             dense = get_retriever("dense", rag.context, dedup=False, abstain_floor=-1.0)  # measure, never abstain
-            claims = [dense.search(q.text, k=1).metadata["best_dense_cosine"] for q in dataset.queries]
-            off = [dense.search(q, k=1).metadata["best_dense_cosine"] for q in OFF_TOPIC]
+            claims = [dense.search(q.text, k=1).metadata.best_dense_cosine for q in dataset.queries]
+            off = [dense.search(q, k=1).metadata.best_dense_cosine for q in OFF_TOPIC]
             claims = [c for c in claims if c is not None]
             print(f"\nbest dense cosine per query (recursive chunks): {len(claims)} SciFact claims, all answerable")
             for q in (1, 5, 10, 25, 50):

@@ -74,12 +74,13 @@ ROW_COLUMNS = ["query", "rank", "score", "document_id", "chunk_id", "heading_pat
                "fallbacks", "abstained"]
 
 
-def result_rows(query: str, items: list, metadata: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per item; a query that abstained (or found nothing) leaves one row saying so in ``text``."""
-    common = {"query": query, "strategy": metadata.get("strategy"), "chunking": metadata.get("chunking"),
-              "fallbacks": ",".join(metadata.get("fallbacks", [])), "abstained": bool(metadata.get("abstained"))}
+def result_rows(query: str, items: list, metadata: Any) -> list[dict[str, Any]]:
+    """One row per item (``metadata``: the result's ``ResultInfo``); a query that abstained (or found nothing)
+    leaves one row saying so in ``text``."""
+    common = {"query": query, "strategy": metadata.strategy, "chunking": metadata.chunking,
+              "fallbacks": ",".join(metadata.fallbacks), "abstained": metadata.abstained}
     if not items:
-        why = metadata.get("abstain_reason") or "no results"
+        why = metadata.abstain_reason or "no results"
         return [{**common, "rank": 0, "score": None, "document_id": "", "chunk_id": "", "heading_path": "",
                  "text": f"(abstained: {why})" if common["abstained"] else f"({why})"}]
     return [{**common, "rank": item.rank, "score": round(item.score, 4), "document_id": item.document_id,
@@ -144,7 +145,7 @@ def run_queries(context: OpExecutionContext, config: QueryConfig, weaviate: Weav
                 continue
             result = rag.retrieve(base.replace(text=check_text(q)))
             rows += result_rows(q, result.items, result.metadata)
-            adaptive.add(result.metadata)
+            adaptive.add(result.metadata.details)
     if config.answer:
         frame = pd.DataFrame(answers)
         path = artifacts.write(artifacts.run_name("query_answers", context.run_id), frame)

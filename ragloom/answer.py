@@ -132,15 +132,15 @@ def answer(question: str, result: RetrievalResult, llm: LLMClient | None, option
                           f"{', '.join(available_generations())}")  # a settings default the parser never saw
     started = time.perf_counter()
     latency = dict(timings_ms or {})
-    retrieval = {k: result.metadata.get(k) for k in ("strategy", "chunking", "lanes_run", "fallbacks", "transforms",
-                                                      "generated_queries", "original_query", "best_dense_cosine",
-                                                      "adaptive")
-                 if k in result.metadata}
+    shown = result.metadata.to_dict()
+    retrieval = {k: shown[k] for k in ("strategy", "chunking", "lanes_run", "fallbacks", "transforms",
+                                       "generated_queries", "original_query", "best_dense_cosine", "adaptive")
+                 if k in shown}
     out = Answer(question=question, generation=options.generation, retrieval=retrieval,
                  tokens_in=spent[0], tokens_out=spent[1], model=llm.describe() if llm else "")
-    if result.metadata.get("abstained") or not result.items:
+    if result.metadata.abstained or not result.items:
         out.abstained = True
-        out.abstain_reason = result.metadata.get("abstain_reason") or "no results"
+        out.abstain_reason = result.metadata.abstain_reason or "no results"
         out.message = f"not answering: retrieval was insufficient ({out.abstain_reason})"
         return _done(out, latency, started)
     generator = get_generation(options.generation, llm, options.max_tokens, options.temperature,
@@ -176,7 +176,7 @@ def answer(question: str, result: RetrievalResult, llm: LLMClient | None, option
     out.details = {**draft.details, "calls": draft.calls}
     out.citations, out.invalid_citations = map_citations(draft.text, out.context)
     out.uncited = not out.citations
-    out.confidence = confidence(draft.text, {c.number for c in out.context}, result.metadata.get("best_dense_cosine"),
+    out.confidence = confidence(draft.text, {c.number for c in out.context}, result.metadata.best_dense_cosine,
                                 draft.supported_share)
     if out.uncited:
         out.message = "the answer cites none of the passages it was given: treat it as unsupported"

@@ -37,7 +37,7 @@ from ragloom.retrieval.query import DEFAULT_STRATEGY, Query, as_mapping
 from ragloom.retrieval.rerank import reranker_for
 from ragloom.retrieval.routing import LearnedRouter
 from ragloom.settings import Settings
-from ragloom.types import RetrievalResult, Scope
+from ragloom.types import ResultInfo, RetrievalResult, Scope
 
 log = logging.getLogger(__name__)
 _UNSET: Any = object()
@@ -160,7 +160,7 @@ class Ragloom:
         retrieval (an empty result that says so). Expired injected items are never returned.
 
         ``transforms`` (default RAGLOOM_LLM_TRANSFORMS) run in parallel and are fused by RRF; the generated
-        queries are in ``metadata["transforms"]``.
+        queries are in ``metadata.details["transforms"]``.
         """
         return self.retrieve(self.parse(query, fields))
 
@@ -180,12 +180,10 @@ class Ragloom:
     def retrieve(self, query: Query) -> RetrievalResult:
         """Run a parsed ``Query``: its retriever (reused), its transforms, its visibility."""
         if query.skips_retrieval:
-            return RetrievalResult(query=query.text, items=[], metadata={
-                "strategy": query.strategy, "requested_strategy": query.requested_strategy or query.strategy,
-                "k": query.k, "scope": query.scope.path, "namespaces": [], "skipped": True,
-                **({"profile": query.profile} if query.profile else {}),
-                "skip_reason": "namespaces=[]: the caller asked for no retrieval", "lanes_run": [], "fallbacks": [],
-                "warnings": [], "timings_ms": {}, "abstained": False})
+            return RetrievalResult(query=query.text, items=[], metadata=ResultInfo(
+                strategy=query.strategy, requested_strategy=query.requested_strategy or query.strategy, k=query.k,
+                scope=query.scope.path, namespaces=[], profile=query.profile,
+                details={"skipped": True, "skip_reason": "namespaces=[]: the caller asked for no retrieval"}))
         retriever = self.retriever(query.strategy, query.chunking)
         names = self.settings.llm_transforms if query.transforms is None else query.transforms
         names = [*names, *retriever.implied_transforms]  # multi_query and hyde as strategies are their transform
@@ -197,12 +195,12 @@ class Ragloom:
                 text = expansion.rewrite(query.text) if any(t.phase == "rewrite" for t in expansion.transforms) \
                     else query.text
                 result = retriever.search(query.replace(text=text), expansion=expansion)
-            result.metadata["transform_tokens"] = dict(zip(("in", "out"), expansion.tokens, strict=True))
+            result.metadata.details["transform_tokens"] = dict(zip(("in", "out"), expansion.tokens, strict=True))
         warning = fallback_warning(query)
         if warning:
-            result.metadata["warnings"] = [*result.metadata.get("warnings", []), warning]
-            result.metadata["fallbacks"] = [*result.metadata.get("fallbacks", []),
-                                            f"{query.requested_strategy}->{query.strategy}: unknown strategy"]
+            result.metadata.warnings = [*result.metadata.warnings, warning]
+            result.metadata.fallbacks = [*result.metadata.fallbacks,
+                                         f"{query.requested_strategy}->{query.strategy}: unknown strategy"]
         return result
 
     def ask(self, question: str | Query, /, *, on_token: Callable[[str], None] | None = None,
@@ -224,8 +222,8 @@ class Ragloom:
         started = time.perf_counter()
         result = self.retrieve(query)
         retrieve_ms = (time.perf_counter() - started) * 1000
-        timings = {f"retrieval.{name}": ms for name, ms in result.metadata.get("timings_ms", {}).items()}
-        spent = result.metadata.get("transform_tokens", {})
+        timings = {f"retrieval.{name}": ms for name, ms in result.metadata.timings_ms.items()}
+        spent = result.metadata.details.get("transform_tokens", {})
         out = answer_question(query.text, result, self.llm, opts, get_token_counter(s.embed_model).count,
                               cache=self.answer_cache if query.use_cache else None, on_token=on_token,
                               timings_ms={"retrieve": round(retrieve_ms, 3), **timings},

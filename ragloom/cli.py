@@ -109,18 +109,18 @@ def _cmd_query(args: argparse.Namespace) -> int:
         rag.warm(query.strategy, query.chunking)
         load_ms = (time.perf_counter() - started) * 1000
         result = rag.retrieve(query)
-    result.metadata.setdefault("timings_ms", {})["connect_and_load"] = round(load_ms, 1)
+    meta = result.metadata
+    meta.timings_ms["connect_and_load"] = round(load_ms, 1)
     if args.json:
-        print(json.dumps({"query": result.query, "metadata": result.metadata,
+        print(json.dumps({"query": result.query, "metadata": meta.to_dict(),
                           "items": [item.__dict__ for item in result.items]}, indent=2, default=str))
         return 0
-    meta = result.metadata
     print(f"query: {result.query}")
-    print(f"strategy: {meta.get('strategy')}  lanes: {meta.get('lanes_run')}  fallbacks: {meta.get('fallbacks') or '-'}"
-          f"  query: {meta['timings_ms'].get('total', 0):.0f} ms (connect + model load before it: "
-          f"{meta['timings_ms']['connect_and_load']:.0f} ms)")
-    if meta.get("abstained"):
-        print(f"abstained: {meta.get('abstain_reason')}")
+    print(f"strategy: {meta.strategy}  lanes: {meta.lanes_run}  fallbacks: {meta.fallbacks or '-'}"
+          f"  query: {meta.timings_ms.get('total', 0):.0f} ms (connect + model load before it: "
+          f"{meta.timings_ms['connect_and_load']:.0f} ms)")
+    if meta.abstained:
+        print(f"abstained: {meta.abstain_reason}")
     for item in result.items:
         where = HEADING_SEPARATOR.join(item.heading_path) or item.metadata.get("title", "")
         text = " ".join(item.text.split())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ragloom.errors import ScopeError
@@ -190,7 +190,41 @@ class RetrievedItem:
 
 
 @dataclass
+class ResultInfo:
+    """What a retrieval did, typed: every strategy fills these (``Retriever.search``). ``details`` holds what one
+    strategy or step records for itself (``rerank``, ``graph``, ``adaptive``, ``multi_hop``, ``transforms``,
+    ``duplicates_removed``, ...), each documented where it is written. ``to_dict`` is the JSON the doors show."""
+
+    strategy: str = ""
+    requested_strategy: str = ""  # the strategy asked for (differs when unknown_strategy=fallback replaced it)
+    chunking: str = ""
+    k: int = 0
+    scope: str = ""
+    filters: Any = None  # the filter as the caller wrote it
+    exclude_dynamic: bool = False
+    exclude_tools: list[str] = field(default_factory=list)
+    exclude_documents: list[str] = field(default_factory=list)
+    profile: str = ""
+    namespaces: list[str] | None = None
+    lanes_run: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)  # why a lane or step degraded
+    warnings: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # the options the search ran with, defaults included
+    abstained: bool = False
+    abstain_reason: str = ""
+    best_dense_cosine: float | None = None  # computed when abstention is on
+    cache: str = ""  # "hit" | "miss" | "" (no result cache)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat JSON-like form (``details`` merged in) the CLI, the service and the query job show."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "details"}
+        return {**out, **self.details}
+
+
+@dataclass
 class RetrievalResult:
     query: str
     items: list[RetrievedItem]
-    metadata: dict[str, Any] = field(default_factory=dict)  # strategy, lanes, fallbacks, timings_ms, ...
+    metadata: ResultInfo = field(default_factory=ResultInfo)

@@ -217,9 +217,9 @@ def _run_strategy(rag: Any, dataset: EvalDataset, strategy: str, chunking: str, 
         try:
             found = rag.retrieve(base.replace(text=check_text(query.text)))
             if transform is not None:
-                transform_errors += bool(found.metadata["transforms"][transform]["error"])
+                transform_errors += bool(found.metadata.details["transforms"][transform]["error"])
             items = found.items
-            adaptive = outcome(found.metadata)
+            adaptive = outcome(found.metadata.details)
             if adaptive is not None:
                 outcomes[query.query_id] = adaptive
         except RagloomError as e:

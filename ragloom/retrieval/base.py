@@ -38,7 +38,7 @@ from ragloom.retrieval.query import (
 )
 from ragloom.retrieval.rerank import rerank
 from ragloom.stores.base import GraphStore, VectorStore
-from ragloom.types import RetrievalResult, RetrievedItem, Scope
+from ragloom.types import ResultInfo, RetrievalResult, RetrievedItem, Scope
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +330,7 @@ class Retriever(ABC):
         if cache_key is not None and self.context.result_cache is not None:
             cached = self.context.result_cache.get(cache_key)
             if cached is not None:
-                cached.metadata["cache"] = "hit"
+                cached.metadata.cache = "hit"
                 return _unexpired(cached)
         request = SearchRequest(
             query=q.text, k=q.k, scope=q.scope, filters=user_filter, chunking=self.chunking, context=self.context,
@@ -353,29 +353,18 @@ class Retriever(ABC):
         with request.stage("postprocess"):
             items, extra = self._postprocess(request, items, post)
         request.timings_ms["total"] = (time.perf_counter() - started) * 1000
-        metadata = {
-            "strategy": self.name,
-            "requested_strategy": q.requested_strategy or self.name,
-            "chunking": self.chunking,
-            "k": q.k,
-            "scope": request.scope.path,
-            "filters": q.filter_spec,
-            "exclude_dynamic": q.exclude_dynamic,
-            **({"exclude_tools": list(q.exclude_tools)} if q.exclude_tools else {}),
-            **({"exclude_documents": list(q.exclude_documents)} if q.exclude_documents else {}),
-            **({"profile": q.profile} if q.profile else {}),
-            "namespaces": None if q.namespaces is None else list(q.namespaces),
-            "lanes_run": request.lanes_run,
-            "fallbacks": request.fallbacks,
-            "warnings": [],
-            "timings_ms": {name: round(ms, 2) for name, ms in request.timings_ms.items()},
-            "options": {**opts, **post},
-            **request.info,
-            **extra,
-        }
+        abstained, why = extra.pop("abstained"), extra.pop("abstain_reason")
+        metadata = ResultInfo(
+            strategy=self.name, requested_strategy=q.requested_strategy or self.name, chunking=self.chunking,
+            k=q.k, scope=request.scope.path, filters=q.filter_spec, exclude_dynamic=q.exclude_dynamic,
+            exclude_tools=list(q.exclude_tools), exclude_documents=list(q.exclude_documents), profile=q.profile,
+            namespaces=None if q.namespaces is None else list(q.namespaces), lanes_run=request.lanes_run,
+            fallbacks=request.fallbacks, timings_ms={name: round(ms, 2) for name, ms in request.timings_ms.items()},
+            options={**opts, **post}, abstained=abstained, abstain_reason=why or "",
+            best_dense_cosine=extra.pop("best_dense_cosine", None), details={**request.info, **extra})
         result = RetrievalResult(query=q.text, items=items, metadata=metadata)
         if cache_key is not None and self.context.result_cache is not None:
-            metadata["cache"] = "miss"
+            metadata.cache = "miss"
             self.context.result_cache.put(cache_key, result)
         return result
 

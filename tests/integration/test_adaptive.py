@@ -45,7 +45,7 @@ def rag(settings, tmp_path_factory, module_weaviate_store_factory) -> Iterator[R
 
 
 def _adaptive(result):
-    return result.metadata["adaptive"]
+    return result.metadata.details["adaptive"]
 
 
 def test_strong_query_is_not_retried_and_rules_route_without_a_model(rag, tmp_path):
@@ -58,7 +58,7 @@ def test_strong_query_is_not_retried_and_rules_route_without_a_model(rag, tmp_pa
     assert result.items and "halifax" in result.items[0].document_id.lower() + result.items[0].text.lower()
     # the rules read the query's form only: the route stage fetched no lane signals for them
     assert set(info["route"]["features"]) == set(FORM_NAMES)
-    assert "route" in result.metadata["timings_ms"]
+    assert "route" in result.metadata.timings_ms
 
 
 def test_weak_query_is_retried_with_the_next_strategy(rag, tmp_path):
@@ -145,7 +145,8 @@ def test_query_job_reports_the_strategy_mix_and_retry_rate(rag, tmp_path):
     metadata = materialization.event_specific_data.metadata
     counts = metadata["adaptive"].data
     expected = [rag.query(q, strategy="adaptive", k=5, router="rules", chain=["hybrid", "dense", "bm25"],
-                          max_retries=1, abstain=False, rerank=False).metadata["adaptive"] for q in (STRONG, WEAK)]
+                          max_retries=1, abstain=False, rerank=False).metadata.details["adaptive"]
+                for q in (STRONG, WEAK)]
     assert counts["queries"] == 2 and counts["retried"] == 1 and counts["retries"] == 1
     assert metadata["adaptive_retry_rate"].value == 0.5
     routed = [e["route"]["strategy"] for e in expected]

@@ -61,7 +61,7 @@ def corpus(settings: Settings, tmp_path_factory, module_weaviate_store_factory, 
 
 def _graph_rag(corpus: Corpus, question: str = QUESTION, k: int = 5, **options):
     result = corpus.rag.query(question, strategy="graph_rag", k=k, **BASE, **options)
-    assert result.metadata["strategy"] == "graph_rag" and not result.metadata["fallbacks"], result.metadata
+    assert result.metadata.strategy == "graph_rag" and not result.metadata.fallbacks, result.metadata
     return result
 
 
@@ -104,7 +104,7 @@ def test_context_item_explains_the_issues_question_with_typed_cited_edges(corpus
 def test_max_hops_keeps_the_walk_near_the_seeds(corpus):
     walk_only = {"passage_weight": 0.0, "lane_head": 0, "graph_context": False, "max_seeds": 2, "k": 30}
     near = _graph_rag(corpus, max_hops=1, **walk_only)
-    seeds = set(near.metadata["graph"]["seeds"])
+    seeds = set(near.metadata.details["graph"]["seeds"])
     walked = [i.chunk_id for i in near.items if i.lane_scores.get("graph", 0) > 0]
     assert walked
     # one hop from entity seeds: a chunk that mentions a seed, nothing further
@@ -121,7 +121,7 @@ def test_relation_filter_decides_which_edges_are_walked_and_explained(corpus):
     assert cooccurring["edges"] and {e["family"] for e in cooccurring["edges"]} == {"co_occurs"}
     # "led by" is not how the extractor writes the predicate (LEAD): the result says so
     unknown = _graph_rag(corpus, relations=["led by", "svo"])
-    assert unknown.metadata["graph"]["unknown_relations"] == ["LED_BY"]
+    assert unknown.metadata.details["graph"]["unknown_relations"] == ["LED_BY"]
 
 
 def test_context_format_json_carries_the_same_edges(corpus):

@@ -74,7 +74,7 @@ def test_each_transform_end_to_end(corpus: Indexed, tmp_path: Path, name: str) -
     with corpus.rag(tmp_path) as rag:
         result = rag.query(corpus.questions[0], k=5, transforms=[name], abstain=False)  # a poor rewrite still lists
         usage = rag.llm.usage
-    report = result.metadata["transforms"][name]
+    report = result.metadata.details["transforms"][name]
     assert report["error"] is None, report
     assert report["queries"] and all(isinstance(q, str) and q.strip() for q in report["queries"])
     assert result.items
@@ -84,26 +84,26 @@ def test_each_transform_end_to_end(corpus: Indexed, tmp_path: Path, name: str) -
     else:
         assert report["calls"] >= 1 and report["tokens_out"] > 0
     if name == "reformulate":  # the strategy ran on the rewritten query
-        assert result.metadata["original_query"] == corpus.questions[0]
+        assert result.metadata.details["original_query"] == corpus.questions[0]
         assert result.query == report["queries"][0]
     else:  # each generated query was searched, and its list fused with the question's
-        labels = [g["list"] for g in result.metadata["generated_queries"]]
+        labels = [g["list"] for g in result.metadata.details["generated_queries"]]
         assert labels == [f"{name}:{i}" for i in range(1, len(report["queries"]) + 1)]
         fused_lanes = {lane.split(":")[0] for item in result.items for lane in item.lane_scores}
         assert name in fused_lanes
-        assert "transform_fusion" in result.metadata["timings_ms"]
+        assert "transform_fusion" in result.metadata.timings_ms
 
 
 def test_transforms_fan_out_in_parallel_and_fuse(corpus: Indexed, tmp_path: Path) -> None:
     with corpus.rag(tmp_path) as rag:
         result = rag.query(corpus.questions[1], k=5, transforms=["multi_query", "step_back", "prf"], abstain=False)
-    transforms = result.metadata["transforms"]
+    transforms = result.metadata.details["transforms"]
     assert set(transforms) == {"multi_query", "step_back", "prf"}
     produced = [q for t in transforms.values() for q in t["queries"]]
-    assert len(result.metadata["generated_queries"]) == len(produced)
+    assert len(result.metadata.details["generated_queries"]) == len(produced)
     llm_ms = [transforms[n]["latency_ms"] for n in ("multi_query", "step_back")]
     # both model transforms started before either finished: the wait is shorter than their sum
-    assert result.metadata["timings_ms"]["transforms_wait"] < sum(llm_ms)
+    assert result.metadata.timings_ms["transforms_wait"] < sum(llm_ms)
 
 
 @pytest.mark.parametrize("generation", ["simple", "cot", "reflect"])
@@ -179,7 +179,7 @@ def test_server_down_is_a_clean_error_and_caches_nothing(corpus: Indexed, tmp_pa
         assert len(rag.answer_cache) == 0
         # the transforms degrade instead: the query still answers, the failure is in the metadata
         result = rag.query(corpus.questions[0], k=3, transforms=["multi_query"])
-    assert result.items and "LLMUnavailableError" in result.metadata["transforms"]["multi_query"]["error"]
+    assert result.items and "LLMUnavailableError" in result.metadata.details["transforms"]["multi_query"]["error"]
 
 
 def test_timeouts_are_bounded(corpus: Indexed, tmp_path: Path, llm_settings: Settings) -> None:
@@ -194,7 +194,7 @@ def test_timeouts_are_bounded(corpus: Indexed, tmp_path: Path, llm_settings: Set
         elapsed = time.monotonic() - started
     assert result.items and elapsed < 3
     for name in ("hyde", "decompose"):
-        error = result.metadata["transforms"][name]["error"]
+        error = result.metadata.details["transforms"][name]["error"]
         assert "timed out" in error or "LLMTimeoutError" in error
 
 
@@ -234,7 +234,7 @@ def test_multi_query_and_hyde_run_as_strategies_composing_with_reformulate(corpu
     with corpus.rag(tmp_path) as rag:
         result = rag.query(corpus.questions[0], k=5, strategy=strategy, transforms=["reformulate"], abstain=False,
                            options={"base": "dense"})
-    meta = result.metadata
+    meta = result.metadata.to_dict()
     assert meta["strategy"] == strategy and meta["base_strategy"] == "dense" and not meta["fallbacks"]
     assert set(meta["transforms"]) == {"reformulate", strategy}  # the entry-time transform ran too
     generated = [g for g in meta["generated_queries"] if g["list"].startswith(f"{strategy}:")]
@@ -248,9 +248,9 @@ def test_without_a_reachable_model_the_strategies_are_their_base_and_say_why(cor
     down = LLMClient(f"http://127.0.0.1:{free_port()}/v1", max_retries=0, backoff_seconds=0.05, timeout=5)
     with corpus.rag(tmp_path, llm=down) as rag:
         result = rag.query(corpus.questions[0], k=3, strategy=strategy, transforms=[], abstain=False)
-    assert result.metadata["strategy"] == strategy and result.items
-    assert any(f.startswith(f"{strategy}->hybrid: LLMUnavailableError") for f in result.metadata["fallbacks"]), \
-        result.metadata["fallbacks"]
+    assert result.metadata.strategy == strategy and result.items
+    assert any(f.startswith(f"{strategy}->hybrid: LLMUnavailableError") for f in result.metadata.fallbacks), \
+        result.metadata.fallbacks
     with corpus.rag(tmp_path, llm=None) as rag:
         result = rag.query(corpus.questions[0], k=3, strategy=strategy, transforms=[], abstain=False)
-    assert any("no language model configured" in f for f in result.metadata["fallbacks"])
+    assert any("no language model configured" in f for f in result.metadata.fallbacks)

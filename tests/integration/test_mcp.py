@@ -261,10 +261,10 @@ def test_the_python_api_takes_the_same_profiles(settings, weaviate_store_factory
         with pytest.raises(QueryError, match="does not remember results of tool 'shell'"):
             rag.remember([STRATEGY], "ok", chat, tool="shell", profile="helper")
         result = rag.query("fog in Lerwick", scope=chat, profile="helper")
-        assert result.metadata["strategy"] == "dense" and result.metadata["k"] == 3
+        assert result.metadata.strategy == "dense" and result.metadata.k == 3
         assert item.item_id in [i.document_id for i in result.items]
         assert rag.query("fog in Lerwick", scope=chat, profile="helper", exclude_dynamic=True).items == []
-        assert rag.query("fog", scope=chat, profile="quiet").metadata["skipped"] is True
+        assert rag.query("fog", scope=chat, profile="quiet").metadata.details["skipped"] is True
         assert rag.delete_item([STRATEGY], item.item_id, Scope("acme", "alice")) >= 1
 
 

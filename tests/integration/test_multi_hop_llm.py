@@ -53,7 +53,7 @@ def test_follow_up_query_is_generated_searched_and_recorded(indexed):
     with _rag(indexed) as rag:
         assert rag.llm is not None
         result = rag.query(QUESTION, strategy="multi_hop", max_hops=1, **OPTIONS)
-    info = result.metadata["multi_hop"]
+    info = result.metadata.details["multi_hop"]
     assert info["rounds"] == 2 and info["bridges"]  # the bridge rounds ran as well: the hops compose with them
     [hop] = info["follow_ups"] if info["follow_ups"] else pytest.fail(
         f"no follow-up: {info.get('follow_up_stop')}; {result.metadata['fallbacks']}")
@@ -61,16 +61,16 @@ def test_follow_up_query_is_generated_searched_and_recorded(indexed):
     assert hop["tokens_in"] > 0 and hop["tokens_out"] > 0 and hop["results"] > 0
     lane = f"hop 1: {hop['query']}"
     assert any(lane in item.lane_scores for item in result.items)  # its results were fused into the answer
-    assert "follow_up" in result.metadata["timings_ms"] and not result.metadata["fallbacks"]
+    assert "follow_up" in result.metadata.timings_ms and not result.metadata.fallbacks
 
 
 def test_hops_are_off_without_a_model_or_at_zero(indexed):
     with _rag(indexed, llm=None) as rag:
         result = rag.query(QUESTION, strategy="multi_hop", max_hops=2, **OPTIONS)
-    assert "follow_ups" not in result.metadata["multi_hop"] and "follow_up" not in result.metadata["timings_ms"]
+    assert "follow_ups" not in result.metadata.details["multi_hop"] and "follow_up" not in result.metadata.timings_ms
     with _rag(indexed) as rag:
         off = rag.query(QUESTION, strategy="multi_hop", max_hops=0, **OPTIONS)
-    assert "follow_ups" not in off.metadata["multi_hop"]
+    assert "follow_ups" not in off.metadata.details["multi_hop"]
     assert [i.chunk_id for i in off.items] == [i.chunk_id for i in result.items]  # no model, no hop: the same
 
 
@@ -80,7 +80,7 @@ def test_server_down_degrades_to_the_bridge_rounds_with_a_fallback(indexed):
         plain = rag.query(QUESTION, strategy="multi_hop", max_hops=0, **OPTIONS)
     with down, _rag(indexed, llm=down) as rag:
         result = rag.query(QUESTION, strategy="multi_hop", max_hops=2, **OPTIONS)
-    info = result.metadata["multi_hop"]
+    info = result.metadata.details["multi_hop"]
     assert info["follow_ups"] == [] and info["follow_up_stop"] == "hop 1: the model failed"
-    assert any(f.startswith("multi_hop follow-up 1: LLMUnavailableError") for f in result.metadata["fallbacks"])
+    assert any(f.startswith("multi_hop follow-up 1: LLMUnavailableError") for f in result.metadata.fallbacks)
     assert [i.chunk_id for i in result.items] == [i.chunk_id for i in plain.items]

@@ -114,7 +114,7 @@ def test_exclude_documents_at_every_door(settings, rag, tmp_path, capsys, monkey
     assert found.items, "the injected item is found without the field"
     doc = found.items[0].document_id
     gone = rag.query(question, strategy="dense", scope="acme/alice", exclude_documents=[doc])
-    assert doc not in {i.document_id for i in gone.items} and gone.metadata["exclude_documents"] == [doc]
+    assert doc not in {i.document_id for i in gone.items} and gone.metadata.exclude_documents == [doc]
     with pytest.raises(QueryError, match="exclude_documents must be a list of document ids"):
         rag.query(question, exclude_documents=[""])
 

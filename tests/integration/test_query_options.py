@@ -161,5 +161,5 @@ def test_query_job_leaves_a_row_for_an_abstained_query(corpus, tmp_path):
 
 def test_a_registered_chunker_is_ingested_and_queried(corpus):
     result = corpus.rag.query(QUESTION, strategy="hybrid", chunking=CUSTOM, k=3, abstain=False)
-    assert result.metadata["chunking"] == CUSTOM and result.items
+    assert result.metadata.chunking == CUSTOM and result.items
     assert corpus.rag.context.vectors.collection_name(CUSTOM) != corpus.rag.context.vectors.collection_name("recursive")

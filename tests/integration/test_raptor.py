@@ -74,17 +74,17 @@ def test_only_changed_sections_are_rebuilt(built, tmp_path):
 def test_raptor_searches_sections_first_then_mixes_direct_matches(built):
     with Ragloom(built.settings, vectors=built.vectors, embedder=built.embedder, llm=None) as rag:
         result = rag.query(QUESTION, strategy="raptor", k=5, abstain=False, rerank=False)
-        info = result.metadata["raptor"]
+        info = result.metadata.details["raptor"]
         assert info["sections"] and all(info["sections"]) and info["section_chunks"] >= len(info["sections"])
-        assert info["rescored"] > 0 and not result.metadata["fallbacks"]
+        assert info["rescored"] > 0 and not result.metadata.fallbacks
         assert any("sections" in i.lane_scores for i in result.items)
         assert "HarborSight" in " ".join(i.text for i in result.items)
         # a chunking indexed without its summary level: the direct matches answer, and fallbacks says why
         sync_vectors(built.vectors, built.embedder, "headered",
                      chunker_for("headered", built.embedder).chunk_many(built.documents[:2]), cache=built.cache)
         plain = rag.query(QUESTION, strategy="raptor", k=5, chunking="headered", abstain=False, rerank=False)
-    assert "raptor" not in plain.metadata and plain.items
-    assert any("no summary level for 'headered'" in f for f in plain.metadata["fallbacks"])
+    assert "raptor" not in plain.metadata.details and plain.items
+    assert any("no summary level for 'headered'" in f for f in plain.metadata.fallbacks)
 
 
 def test_llm_summaries_and_a_server_that_is_down(built, llm_settings, tmp_path):

@@ -138,7 +138,7 @@ def test_each_strategy_finds_the_gold_abstracts_of_scifact_claims(scifact, scifa
     hits = 0
     for query in scifact.queries:
         result = scifact_corpus.rag.query(query.text, strategy=strategy, k=5, abstain=False, **options)
-        assert result.metadata["strategy"] == strategy and result.metadata["fallbacks"] == []
+        assert result.metadata.strategy == strategy and result.metadata.fallbacks == []
         hits += bool(set(doc_ids(result)) & set(scifact.qrels[query.query_id]))
     # 200 abstracts: chance is ~1 in 40 per query; full-corpus references put dense/bm25 nDCG@10 near 0.66
     # bm25 (stemmed, stopwords removed) finds 9-10 of these 12; on 100 SciFact claims its nDCG@10 is above the
@@ -168,7 +168,7 @@ def test_cli_query_prints_ranked_chunks_and_keeps_model_load_out_of_query_time(s
 
 def test_items_carry_what_callers_need(scifact, scifact_corpus):
     result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="hybrid", k=5, client_fusion=True)
-    meta = result.metadata
+    meta = result.metadata.to_dict()
     assert meta["lanes_run"] == ["dense", "bm25"] and meta["chunking"] == "recursive"
     assert {"embed", "dense", "bm25", "fusion", "postprocess", "total"} <= set(meta["timings_ms"])
     assert [i.rank for i in result.items] == list(range(1, len(result.items) + 1))
@@ -183,7 +183,7 @@ def test_graph_rag_finds_multi_hop_gold(musique, musique_corpus):
     found = walked = 0
     for query in musique.queries:
         result = musique_corpus.rag.query(query.text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0)
-        walked += "graph" in result.metadata["lanes_run"]  # the others name no graph entity: the lane answers
+        walked += "graph" in result.metadata.lanes_run  # the others name no graph entity: the lane answers
         gold = set(musique.qrels[query.query_id])
         found += len(gold & set(doc_ids(result))) / len(gold)
     assert walked >= len(musique.queries) // 2
@@ -199,7 +199,7 @@ def test_graph_rag_reaches_a_gold_paragraph_hybrid_misses(musique, musique_corpu
     assert gold in doc_ids(graph)
     reached = next(i for i in graph.items if i.document_id == gold)
     assert "graph" in reached.lane_scores  # it came through the graph lane
-    assert graph.metadata["graph"]["seeds"] and graph.metadata["fallbacks"] == []
+    assert graph.metadata.details["graph"]["seeds"] and graph.metadata.fallbacks == []
 
 
 def test_graph_rag_prepends_the_visited_subgraph(musique, musique_corpus):
@@ -220,12 +220,12 @@ def test_graph_rag_prepends_the_visited_subgraph(musique, musique_corpus):
 def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_corpus):
     text = "Who scored the first goal of last season for Peter Bonetti's team?"
     plain = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0)
-    assert plain.metadata["graph"]["named_in_query"] >= 1  # Peter Bonetti
+    assert plain.metadata.details["graph"]["named_in_query"] >= 1  # Peter Bonetti
     # passage seeds alone (no entity seed) would only smooth the vector lane: graph_rag says so and returns it
     lane_only = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, query_entities=False,
                                          seed_chunks=0, require_named=False)
-    assert lane_only.metadata["fallbacks"] == ["graph_rag->hybrid: no seed entities in the graph for this query"]
-    assert "graph" not in lane_only.metadata["lanes_run"] and doc_ids(lane_only)
+    assert lane_only.metadata.fallbacks == ["graph_rag->hybrid: no seed entities in the graph for this query"]
+    assert "graph" not in lane_only.metadata.lanes_run and doc_ids(lane_only)
     heavy = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0,
                                      passage_weight=5.0)
     fused = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=2.0)
@@ -255,13 +255,13 @@ def test_multi_hop_requeries_with_a_bridge_the_best_hit_names(musique_corpus):
     two = musique_corpus.rag.query(BONETTI, strategy="multi_hop", k=5, abstain=False, bridges=1)
     # the best hit (Bonetti's own paragraph) names Putney, Chelsea, London...: Putney leads back to that same
     # paragraph only; Chelsea, named by other paragraphs, is the most specific bridge that leads elsewhere
-    assert two.metadata["multi_hop"] == {"rounds": 2, "bridges": [["Chelsea"]]}
-    assert two.metadata["fallbacks"] == [] and two.metadata["lanes_run"] == ["hybrid"]
+    assert two.metadata.details["multi_hop"] == {"rounds": 2, "bridges": [["Chelsea"]]}
+    assert two.metadata.fallbacks == [] and two.metadata.lanes_run == ["hybrid"]
     # the bridge query ("Chelsea ...") re-ranks the answer: since BM25 v3 what only it finds ranks under the
     # first round's best five, and inside the five it lifts a paragraph it ranks higher than the first round did
     assert doc_ids(two) != doc_ids(first), "the bridge round changed nothing"
     many = musique_corpus.rag.query(BONETTI, strategy="multi_hop", k=5, abstain=False, bridges=3)
-    bridges = many.metadata["multi_hop"]["bridges"][0]
+    bridges = many.metadata.details["multi_hop"]["bridges"][0]
     assert len(bridges) == 3 and bridges[0] == "Chelsea"
     assert not any(b.lower() in BONETTI.lower() for b in bridges)  # never an entity the query names
 
@@ -272,8 +272,8 @@ def test_multi_hop_without_a_reachable_graph_answers_with_its_lane(models, musiq
     with Ragloom(unreachable, vectors=musique_corpus.vectors, embedder=embedder, nlp=nlp) as rag:
         result = rag.query(BONETTI, strategy="multi_hop", k=5, abstain=False)
         hybrid = rag.query(BONETTI, strategy="hybrid", k=5, abstain=False)
-    assert len(result.metadata["fallbacks"]) == 1
-    assert result.metadata["fallbacks"][0].startswith("multi_hop->hybrid: graph store unavailable")
+    assert len(result.metadata.fallbacks) == 1
+    assert result.metadata.fallbacks[0].startswith("multi_hop->hybrid: graph store unavailable")
     assert doc_ids(result) == doc_ids(hybrid)
 
 # hierarchical ----------------------------------------------------------------------------------------------
@@ -289,8 +289,8 @@ def test_hierarchical_goes_coarse_to_fine_and_finds_gold_passages(obliqa, obliqa
     hits = 0
     for query in obliqa.queries:
         result = obliqa_corpus.rag.query(query.text, strategy="hierarchical", k=5, abstain=False, auto_merge=False)
-        info = result.metadata["hierarchical"]
-        assert result.metadata["fallbacks"] == [] and info["levels_searched"] == ["section", "parent_1024", "child"]
+        info = result.metadata.details["hierarchical"]
+        assert result.metadata.fallbacks == [] and info["levels_searched"] == ["section", "parent_1024", "child"]
         assert info["output_level"] == "child"  # document, section, parent_1024, child: level 3
         assert all(i.metadata["level"] == 3 and i.metadata["parent_id"] in info["parents"] for i in result.items)
         gold = [obliqa.passages[p] for p in obliqa.passage_qrels.get(query.query_id, {})]
@@ -336,17 +336,17 @@ def test_unknown_strategy_is_an_error_unless_the_fallback_is_asked_for(scifact, 
         scifact_corpus.rag.query(scifact.queries[0].text, strategy="graphrag_typo", k=3)
     result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="graphrag_typo", k=3, alpha=0.2,
                                       unknown_strategy="fallback")
-    assert result.metadata["strategy"] == "dense" and result.metadata["requested_strategy"] == "graphrag_typo"
-    assert "unknown retrieval strategy 'graphrag_typo'" in result.metadata["warnings"][0]
-    assert result.metadata["fallbacks"] == ["graphrag_typo->dense: unknown strategy"]
-    assert result.items and result.metadata["lanes_run"] == ["dense"]
+    assert result.metadata.strategy == "dense" and result.metadata.requested_strategy == "graphrag_typo"
+    assert "unknown retrieval strategy 'graphrag_typo'" in result.metadata.warnings[0]
+    assert result.metadata.fallbacks == ["graphrag_typo->dense: unknown strategy"]
+    assert result.items and result.metadata.lanes_run == ["dense"]
 
 
 def test_graph_rag_without_a_named_entity_answers_like_its_vector_lane(musique_corpus):
     # a query naming no graph entity: the hybrid lane already in flight answers (not re-run)
     result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False)
-    assert result.metadata["fallbacks"] == ["graph_rag->hybrid: the query names no entity of the graph"]
-    assert result.metadata["lanes_run"] == ["hybrid"] and result.items
+    assert result.metadata.fallbacks == ["graph_rag->hybrid: the query names no entity of the graph"]
+    assert result.metadata.lanes_run == ["hybrid"] and result.items
     hybrid = musique_corpus.rag.query("what is it about?", strategy="hybrid", k=3, abstain=False)
     assert doc_ids(result)[0] == doc_ids(hybrid)[0]
 
@@ -357,8 +357,8 @@ def test_graph_rag_without_a_reachable_graph_falls_back_to_hybrid(settings, mode
     with Ragloom(unreachable, vectors=musique_corpus.vectors, embedder=embedder, nlp=nlp) as rag:
         result = rag.query("Who scored the first goal of last season for Peter Bonetti's team?",
                            strategy="graph_rag", k=3, abstain=False)
-    assert len(result.metadata["fallbacks"]) == 1
-    assert result.metadata["fallbacks"][0].startswith("graph_rag->hybrid: graph store unavailable")
+    assert len(result.metadata.fallbacks) == 1
+    assert result.metadata.fallbacks[0].startswith("graph_rag->hybrid: graph store unavailable")
     assert result.items
 
 
@@ -371,11 +371,11 @@ def test_graph_rag_whose_graph_load_fails_answers_from_its_vector_lane(musique_c
     with Ragloom(musique_corpus.settings, vectors=musique_corpus.vectors, graph=failing, embedder=embedder,
                  nlp=nlp) as rag:
         result = rag.query(question, strategy="graph_rag", k=3, abstain=False)
-    assert len(result.metadata["fallbacks"]) == 1
-    assert result.metadata["fallbacks"][0].startswith("graph_rag->hybrid: graph store failed: neo4j (read")
-    assert result.metadata["lanes_run"] == ["hybrid"] and "graph" not in result.metadata
+    assert len(result.metadata.fallbacks) == 1
+    assert result.metadata.fallbacks[0].startswith("graph_rag->hybrid: graph store failed: neo4j (read")
+    assert result.metadata.lanes_run == ["hybrid"] and "graph" not in result.metadata.details
     walked = musique_corpus.rag.query(question, strategy="graph_rag", k=3, abstain=False)
-    assert walked.metadata["fallbacks"] == [] and "graph" in walked.metadata  # the same query walks
+    assert walked.metadata.fallbacks == [] and "graph" in walked.metadata.details  # the same query walks
     hybrid = musique_corpus.rag.query(question, strategy="hybrid", k=3, abstain=False)
     assert doc_ids(result)[0] == doc_ids(hybrid)[0]
 
@@ -406,9 +406,9 @@ def test_graph_rag_whose_embedder_fails_seeds_the_walk_from_bm25(musique_corpus,
     with Ragloom(musique_corpus.settings, vectors=musique_corpus.vectors, graph=musique_corpus.graph,
                  embedder=_BrokenEmbedder(), nlp=nlp) as broken:
         result = broken.query(BONETTI, strategy="graph_rag", k=5, abstain=False)
-    assert result.metadata["fallbacks"] == [
+    assert result.metadata.fallbacks == [
         "graph_rag: lane hybrid failed, bm25 seeds the walk: the embedding model crashed"]
-    assert result.metadata["lanes_run"] == ["bm25", "graph"] and result.metadata["graph"]["passage_seeds"] > 0
+    assert result.metadata.lanes_run == ["bm25", "graph"] and result.metadata.details["graph"]["passage_seeds"] > 0
     assert doc_ids(result)
 
 
@@ -417,9 +417,10 @@ def test_graph_rag_whose_vector_lane_fails_answers_from_the_walk(musique_corpus,
     with Ragloom(musique_corpus.settings, vectors=_SearchesFail(musique_corpus.vectors),
                  graph=musique_corpus.graph, embedder=embedder, nlp=nlp) as failing:
         result = failing.query(BONETTI, strategy="graph_rag", k=5, abstain=False)
-        assert len(result.metadata["fallbacks"]) == 1
-        assert result.metadata["fallbacks"][0].startswith("graph_rag: lane hybrid failed, the walk answers alone")
-        assert result.metadata["graph"]["passage_seeds"] == 0 and result.metadata["graph"]["named_in_query"] >= 1
+        assert len(result.metadata.fallbacks) == 1
+        assert result.metadata.fallbacks[0].startswith("graph_rag: lane hybrid failed, the walk answers alone")
+        graph_info = result.metadata.details["graph"]
+        assert graph_info["passage_seeds"] == 0 and graph_info["named_in_query"] >= 1
         walked = [i for i in result.items if i.metadata.get("source") != "graph_rag"]
         assert walked and all("graph" in i.lane_scores for i in walked)  # fetched by id, ranked by the walk
         with pytest.raises(StoreError, match="every lane failed: vector lane: hybrid: .*connection reset"):
@@ -428,7 +429,7 @@ def test_graph_rag_whose_vector_lane_fails_answers_from_the_walk(musique_corpus,
 
 def test_hierarchical_on_a_flat_collection_searches_flat(scifact, scifact_corpus):
     result = scifact_corpus.rag.query(scifact.queries[0].text, strategy="hierarchical", chunking="recursive", k=3)
-    assert result.metadata["fallbacks"][0].startswith("hierarchical->flat")
+    assert result.metadata.fallbacks[0].startswith("hierarchical->flat")
     assert result.items
 
 
@@ -437,8 +438,8 @@ def test_hierarchical_on_a_flat_collection_searches_flat(scifact, scifact_corpus
 
 def test_abstains_off_topic_but_answers_the_claims(scifact, scifact_corpus):
     off = scifact_corpus.rag.query("How do I bake sourdough bread at home?", strategy="hybrid", k=5)
-    assert off.items == [] and off.metadata["abstained"] is True
-    assert "below the sufficiency floor" in off.metadata["abstain_reason"]
+    assert off.items == [] and off.metadata.abstained is True
+    assert "below the sufficiency floor" in off.metadata.abstain_reason
     answered = [bool(scifact_corpus.rag.query(q.text, strategy="hybrid", k=5).items) for q in scifact.queries]
     assert sum(answered) >= 11
 
@@ -534,7 +535,7 @@ def test_a_scope_sees_itself_and_its_ancestors_never_a_sibling(memos, strategy, 
     seen: set[str] = set()
     for query in FALCON_QUERIES:
         result = memos.rag.query(query, strategy=strategy, k=10, scope=scope, abstain=False, dedup=False)
-        assert result.metadata["scope"] == scope.path
+        assert result.metadata.scope == scope.path
         returned = set(doc_ids(result))
         assert returned <= allowed, f"{strategy} in {scope.path!r} returned {sorted(returned - allowed)}"
         seen |= returned
@@ -579,14 +580,14 @@ def test_graph_lane_stays_in_scope(memos):
         assert not any(name in item.text.lower() for item in result.items for name in forbidden_names(alice))
         assert "zephyr" not in str(result.metadata).lower()
     named_nothing = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False)
-    assert named_nothing.metadata["fallbacks"] == ["graph_rag->hybrid: the query names no entity of the graph"]
+    assert named_nothing.metadata.fallbacks == ["graph_rag->hybrid: the query names no entity of the graph"]
     walked = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False,
                              require_named=False)  # seeded from her own best chunks' entities
-    assert "graph" in walked.metadata["lanes_run"] and "zephyr" not in str(walked.metadata).lower()
+    assert "graph" in walked.metadata.lanes_run and "zephyr" not in str(walked.metadata).lower()
     bob = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=SCOPES["bob"], abstain=False,
                           seed_chunks=0)
-    assert "graph" in bob.metadata["lanes_run"] and doc_ids(bob)[0] == "memo-bob"
-    assert "zephyr holdings" in [s.lower() for s in bob.metadata["graph"]["seeds"]]
+    assert "graph" in bob.metadata.lanes_run and doc_ids(bob)[0] == "memo-bob"
+    assert "zephyr holdings" in [s.lower() for s in bob.metadata.details["graph"]["seeds"]]
 
 
 def test_no_probability_mass_reaches_a_chunk_another_scope_holds(memos):
@@ -666,14 +667,14 @@ def test_near_duplicates_are_removed(memos):
     both = memos.rag.query(query, strategy="dense", k=3, scope=alice, abstain=False, dedup=False)
     assert {"memo-shared", "memo-shared-copy"} <= set(doc_ids(both))
     assert len({"memo-shared", "memo-shared-copy"} & set(doc_ids(kept))) == 1
-    assert len(kept.metadata["duplicates_removed"]) >= 1 and len(kept.items) == 3
+    assert len(kept.metadata.details["duplicates_removed"]) >= 1 and len(kept.items) == 3
 
 
 def test_api_from_settings_opens_and_closes_its_own_stores(memos):
     # make_embedder hands out the model the module already loaded (same settings): no second load
     with Ragloom.from_settings(memos.settings) as rag:
         result = rag.query("Who approved the Falcon budget?", strategy="graph_rag", k=3, scope="acme/alice")
-        assert "graph" in result.metadata["lanes_run"]
+        assert "graph" in result.metadata.lanes_run
         assert result.items and set(doc_ids(result)) <= visible_documents(SCOPES["alice"])
     with pytest.raises(RagloomError):
         rag.query("Falcon launch", strategy="dense", k=3)  # its Weaviate connection is closed
@@ -705,19 +706,19 @@ def test_graph_rag_follows_an_ingest_and_a_deletion_without_a_restart(index, mod
 
     corpus = index("Refresh", HARBOR, ("recursive",), graph_for=("recursive",))
     first = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
-    assert "graph" in first.metadata["lanes_run"] and "h3" not in doc_ids(first)
+    assert "graph" in first.metadata.lanes_run and "h3" not in doc_ids(first)
     cache = next(v for k, v in corpus.rag.context.cache.items() if k[0] == "graph_index")
     h1_chunks = {c.chunk_id for c in get_chunker("recursive").chunk_many([HARBOR[0]])}
     assert h1_chunks <= set(cache.get("recursive").chunk_ids)
     sync(corpus, [*HARBOR, HARBOR_LATER])  # the same Ragloom object keeps answering
     second = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False, lane_head=0)
-    assert second.metadata["graph"]["graph_version"] != first.metadata["graph"]["graph_version"]
-    assert second.metadata["graph"]["chunks"] == first.metadata["graph"]["chunks"] + 1
+    assert second.metadata.details["graph"]["graph_version"] != first.metadata.details["graph"]["graph_version"]
+    assert second.metadata.details["graph"]["chunks"] == first.metadata.details["graph"]["chunks"] + 1
     reached = [i for i in second.items if i.document_id == "h3"]
     assert reached and reached[0].lane_scores["graph"] > 0
     sync(corpus, [HARBOR[1], HARBOR_LATER])  # h1 deleted
     third = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
-    assert third.metadata["graph"]["chunks"] == second.metadata["graph"]["chunks"] - 1
+    assert third.metadata.details["graph"]["chunks"] == second.metadata.details["graph"]["chunks"] - 1
     assert "h1" not in doc_ids(third)
     graph = cache.get("recursive")
     assert not h1_chunks & set(graph.chunk_ids)  # its nodes, and so its mass, are gone

@@ -67,7 +67,7 @@ def test_max_per_document_caps_each_document(rag, obliqa):
     capped = rag.query(query, strategy="hybrid", chunking="hierarchical", k=8, max_per_document=1, **NO_POST)
     docs = [i.document_id for i in capped.items]
     assert len(docs) == len(set(docs)) and len(docs) >= 2
-    assert capped.metadata["over_document_cap"]
+    assert capped.metadata.details["over_document_cap"]
 
 
 def test_neighbour_weight_reads_reading_order_from_the_store(rag, obliqa):
@@ -111,7 +111,7 @@ def test_hybrid_degrades_to_bm25_when_the_dense_lane_fails(rag, obliqa, options)
     result = broken.query(query, strategy="hybrid", chunking="hierarchical", k=5, **options, **NO_POST)
     bm25 = rag.query(query, strategy="bm25", chunking="hierarchical", k=5, **NO_POST)
     assert [i.chunk_id for i in result.items] == [i.chunk_id for i in bm25.items]
-    assert any("dense" in f and "the embedding model crashed" in f for f in result.metadata["fallbacks"])
+    assert any("dense" in f and "the embedding model crashed" in f for f in result.metadata.fallbacks)
     with pytest.raises(RetrievalError, match="every lane failed"):
         broken.query(query, strategy="hybrid", chunking="hierarchical", k=5, client_fusion=True, lanes=["dense"],
                      **NO_POST)
@@ -123,22 +123,22 @@ def test_result_cache_hits_until_the_collection_changes(rag, obliqa):
     query = obliqa.queries[2].text
     first = cached.query(query, strategy="hybrid", chunking="hierarchical", k=5)
     again = cached.query(query, strategy="hybrid", chunking="hierarchical", k=5)
-    assert first.metadata["cache"] == "miss" and again.metadata["cache"] == "hit"
+    assert first.metadata.cache == "miss" and again.metadata.cache == "hit"
     assert [i.chunk_id for i in again.items] == [i.chunk_id for i in first.items]
     other_k = cached.query(query, strategy="hybrid", chunking="hierarchical", k=4)
     other_scope = cached.query(query, strategy="hybrid", chunking="hierarchical", k=5, scope="acme")
     other_option = cached.query(query, strategy="hybrid", chunking="hierarchical", k=5, alpha=0.2)
-    assert {r.metadata["cache"] for r in (other_k, other_scope, other_option)} == {"miss"}
+    assert {r.metadata.cache for r in (other_k, other_scope, other_option)} == {"miss"}
     # a write changes the collection's version: the next lookup misses
     extra = get_chunker("hierarchical").chunk_many([dataclasses.replace(obliqa.documents[0], document_id="extra")])
     vectors = rag.context.vectors
     vectors.upsert_chunks("hierarchical", extra[:1], rag.context.embedder.encode([extra[0].embed_text]))
     try:
-        assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata["cache"] == "miss"
-        assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata["cache"] == "hit"
+        assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata.cache == "miss"
+        assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata.cache == "hit"
     finally:
         vectors.delete_chunks("hierarchical", [extra[0].chunk_id])
-    assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata["cache"] == "miss"
+    assert cached.query(query, strategy="hybrid", chunking="hierarchical", k=5).metadata.cache == "miss"
 
 
 def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path, weaviate_store_factory):
@@ -180,15 +180,15 @@ def test_hierarchical_level_with_nothing_above_its_floor(rag, obliqa):
     query = obliqa.queries[0].text
     common = {"min_score": 0.99, "lane": "dense", **NO_POST}  # no section scores a cosine of 0.99
     empty = rag.query(query, strategy="hierarchical", k=5, **common)
-    assert empty.items == [] and empty.metadata["hierarchical"]["empty_level"] == "section"
+    assert empty.items == [] and empty.metadata.details["hierarchical"]["empty_level"] == "section"
     flat = rag.query(query, strategy="hierarchical", k=5, empty_level="flat", **common)
-    assert flat.items and flat.metadata["fallbacks"] == ["hierarchical->flat: no section chunk scored >= 0.99; "
+    assert flat.items and flat.metadata.fallbacks == ["hierarchical->flat: no section chunk scored >= 0.99; "
                                                          "child searched flat"]
     assert all(i.metadata["level"] == 3 for i in flat.items)
     # a constrained level with nothing to search: the children of the one parent kept, all under the floor
     children = rag.query(query, k=5, lane="dense", level_top_k={"section": 1, "parent_1024": 1},
                          score_threshold={"child": 0.99}, **HIER)
-    assert children.items == [] and children.metadata["hierarchical"]["empty_level"] == "child"
+    assert children.items == [] and children.metadata.details["hierarchical"]["empty_level"] == "child"
 
 
 def test_hierarchical_output_level_returns_that_levels_chunks(rag, obliqa):
@@ -197,19 +197,19 @@ def test_hierarchical_output_level_returns_that_levels_chunks(rag, obliqa):
     assert {i.metadata["level"] for i in children.items} == {3}
     parents = rag.query(query, k=5, output_level="parent_1024", **HIER)
     assert parents.items and {i.metadata["level"] for i in parents.items} == {2}
-    info = parents.metadata["hierarchical"]
+    info = parents.metadata.details["hierarchical"]
     assert info["output_level"] == "parent_1024" and info["levels_searched"] == ["section", "parent_1024"]
     assert all(i.metadata["parent_id"] in info["parents"] for i in parents.items)  # under the kept sections
     sections = rag.query(query, k=3, output_level="section", **HIER)
     assert {i.metadata["level"] for i in sections.items} == {1}
-    assert sections.metadata["hierarchical"]["levels_searched"] == ["section"]  # nothing above it to search
+    assert sections.metadata.details["hierarchical"]["levels_searched"] == ["section"]  # nothing above it to search
 
 
 def test_hierarchical_constrain_by_chooses_the_levels_that_restrict_the_output(rag, obliqa):
     query = obliqa.queries[0].text
     narrow = {"level_top_k": {"section": 1, "parent_1024": 2}}
     runs = {mode: rag.query(query, k=10, constrain_by=mode, **narrow, **HIER) for mode in ("all", "previous", "none")}
-    info = {mode: r.metadata["hierarchical"] for mode, r in runs.items()}
+    info = {mode: r.metadata.details["hierarchical"] for mode, r in runs.items()}
     assert info["all"]["levels_searched"] == ["section", "parent_1024", "child"]
     assert info["previous"]["levels_searched"] == ["parent_1024", "child"]
     assert info["none"]["levels_searched"] == ["child"] and info["none"]["parents"] == []
@@ -236,11 +236,11 @@ def test_hierarchical_score_threshold_per_level(rag, obliqa):
     floor = (sections[1].score + sections[2].score) / 2  # between the 2nd and 3rd best section
     plain = rag.query(query, k=10, **dense)
     floored = rag.query(query, k=10, score_threshold={"section": floor}, **dense)
-    assert plain.metadata["hierarchical"]["candidates_per_level"]["section"] >= 3
-    assert floored.metadata["hierarchical"]["candidates_per_level"]["section"] == 2
+    assert plain.metadata.details["hierarchical"]["candidates_per_level"]["section"] >= 3
+    assert floored.metadata.details["hierarchical"]["candidates_per_level"]["section"] == 2
     # the output level's own floor
     child_floor = plain.items[2].score
     top = rag.query(query, k=10, score_threshold={"child": child_floor}, **dense)
     assert [i.chunk_id for i in top.items] == [i.chunk_id for i in plain.items[:3]]
     # a coarse level not named keeps min_score (the single floor of every level above the output)
-    assert floored.metadata["hierarchical"]["candidates_per_level"]["parent_1024"] >= 1
+    assert floored.metadata.details["hierarchical"]["candidates_per_level"]["parent_1024"] >= 1

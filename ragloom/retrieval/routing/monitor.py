@@ -1,7 +1,7 @@
 """What the adaptive strategy did over many queries: the strategy mix, the retry rate and, where relevance
 judgements exist (evaluation), how often a retry improved the result.
 
-Everything is read from a result's ``metadata["adaptive"]`` (see ``ragloom.retrieval.adaptive``): the
+Everything is read from a result's ``metadata.details["adaptive"]`` (see ``ragloom.retrieval.adaptive``): the
 strategy routed to, every try and the one whose items were returned. A retry *improved* a query when the
 returned try scores higher than the first try against the judgements (the caller's ``gain``); when the
 first try is the one returned the gain is 0 (unchanged). The query job, ``ragloom eval`` and the service's
@@ -42,7 +42,8 @@ class Outcome:
 
 
 def outcome(metadata: Mapping[str, Any]) -> Outcome | None:
-    """The adaptive outcome recorded in a result's metadata; None for a result of another strategy."""
+    """The adaptive outcome recorded in a result's ``metadata.details`` (or an answer's ``retrieval``); None for a
+    result of another strategy."""
     info = metadata.get("adaptive")
     if not isinstance(info, Mapping) or not info.get("tries"):
         return None

@@ -329,11 +329,10 @@ def _query_words(query: str) -> list[str]:
 
 def _results(result: RetrievalResult, graph_view: bool) -> str:
     meta = result.metadata
-    timings = meta.get("timings_ms", {})
-    head = (f'<p class="meta" id="summary">strategy {html.escape(str(meta.get("strategy")))} · lanes '
-            f'{html.escape(", ".join(meta.get("lanes_run", [])))} · {timings.get("total", 0):.0f} ms'
-            + (f' · fallbacks: {html.escape("; ".join(meta["fallbacks"]))}' if meta.get("fallbacks") else "")
-            + (f' · abstained: {html.escape(str(meta.get("abstain_reason")))}' if meta.get("abstained") else "")
+    head = (f'<p class="meta" id="summary">strategy {html.escape(meta.strategy)} · lanes '
+            f'{html.escape(", ".join(meta.lanes_run))} · {meta.timings_ms.get("total", 0):.0f} ms'
+            + (f' · fallbacks: {html.escape("; ".join(meta.fallbacks))}' if meta.fallbacks else "")
+            + (f' · abstained: {html.escape(meta.abstain_reason)}' if meta.abstained else "")
             + "</p>")
     contexts = [i for i in result.items if is_graph_context(i)]
     if graph_view:

@@ -11,9 +11,10 @@ from ragloom.profiles import Profiles
 from ragloom.query import parse_query
 from ragloom.retrieval.postprocess import Citation
 from ragloom.retrieval.query import Query
-from ragloom.service.auth import Caller, CallerDep
+from ragloom.service.auth import CallerDep
+from ragloom.service.keys import KeyRecord
 from ragloom.service.models import QueryRequest, QueryResponse, ResultItem, Span
-from ragloom.types import RetrievalResult, RetrievedItem
+from ragloom.types import ResultInfo, RetrievalResult, RetrievedItem
 
 router = APIRouter(prefix="/v1", tags=["query"])
 _CORE = ("title", "source_path", "start", "end", "scope_path", "scope_tenant", "scope_user", "scope_chat",
@@ -38,17 +39,18 @@ def item_body(item: RetrievedItem) -> ResultItem:
 
 
 def result_body(result: RetrievalResult) -> QueryResponse:
-    return QueryResponse(query=result.query, items=[item_body(i) for i in result.items], metadata=result.metadata)
+    return QueryResponse(query=result.query, items=[item_body(i) for i in result.items],
+                         metadata=result.metadata.to_dict())
 
 
-def to_query(body: QueryRequest, who: Caller, profiles: Profiles | None = None) -> Query:
+def to_query(body: QueryRequest, who: KeyRecord, profiles: Profiles | None = None) -> Query:
     """The request as a typed ``Query`` through the one parser, its scope narrowed to the caller's. Only the
     fields the request set are passed, so a named profile fills the others."""
     fields = body.model_dump(exclude={"query", "scope"}, exclude_unset=True)
     return parse_query(fields, text=body.query, scope=who.narrow(body.scope), profiles=profiles)
 
 
-async def run_query(request: Request, who: Caller, body: QueryRequest) -> RetrievalResult:
+async def run_query(request: Request, who: KeyRecord, body: QueryRequest) -> RetrievalResult:
     """The query, narrowed to the caller's scope, with its metrics recorded."""
     state = request.app.state
     result = await state.rag.aquery(to_query(body, who, getattr(state.rag, "profiles", None)))
@@ -56,14 +58,14 @@ async def run_query(request: Request, who: Caller, body: QueryRequest) -> Retrie
     return result
 
 
-def record_query(metrics: Any, meta: dict[str, Any], asked: str) -> None:
-    strategy = str(meta.get("strategy", asked))
-    metrics.query_seconds.observe(meta.get("timings_ms", {}).get("total", 0.0) / 1000, strategy)
-    if meta.get("fallbacks"):
+def record_query(metrics: Any, meta: ResultInfo, asked: str) -> None:
+    strategy = meta.strategy or asked
+    metrics.query_seconds.observe(meta.timings_ms.get("total", 0.0) / 1000, strategy)
+    if meta.fallbacks:
         metrics.fallbacks.inc(strategy)
-    if meta.get("abstained"):
+    if meta.abstained:
         metrics.abstentions.inc(strategy)
-    metrics.observe_adaptive(meta)
+    metrics.observe_adaptive(meta.details)
 
 
 @router.post("/query", response_model=QueryResponse, summary="Retrieve chunks within the caller's scope")

@@ -162,12 +162,12 @@ def test_search_reranks_the_candidates_after_the_strategy(torch_reranker, refere
     result = search(context, k=3, order=worst_first, rerank_candidates=10)
     best = [int(i) for i in np.argsort(-reference[list(worst_first[:10])])[:3]]
     assert [item.chunk_id for item in result.items] == [f"c{worst_first[i]:02d}" for i in best]
-    assert result.metadata["rerank"]["applied"] and result.metadata["rerank"]["candidates"] == 10
-    assert "rerank" in result.metadata["timings_ms"]
+    assert result.metadata.details["rerank"]["applied"] and result.metadata.details["rerank"]["candidates"] == 10
+    assert "rerank" in result.metadata.timings_ms
     # off per query: the strategy's order stands and fetch_k is not widened for the reranker
     plain = search(context, k=3, order=worst_first, rerank=False)
     assert [item.chunk_id for item in plain.items] == [f"c{i:02d}" for i in worst_first[:3]]
-    assert plain.metadata["rerank"] == {"applied": False, "reason": "rerank=False"}
+    assert plain.metadata.details["rerank"] == {"applied": False, "reason": "rerank=False"}
 
 
 @pytest.mark.parametrize("abstain", [False, True])
@@ -175,9 +175,9 @@ def test_a_relevance_floor_that_drops_everything_abstains_only_when_asked(torch_
     context = RetrievalContext(vectors=None, reranker=torch_reranker)
     result = get_retriever("test_rerank_pool", context).search(QUERY, k=5, dedup=False, abstain=abstain,
                                                                order=tuple(range(12)), relevance_floor=1.0)
-    assert result.items == [] and len(result.metadata["rerank"]["below_floor"]) == 12
-    assert result.metadata["abstained"] is abstain
-    assert result.metadata["abstain_reason"] == ("no results" if abstain else None)
+    assert result.items == [] and len(result.metadata.details["rerank"]["below_floor"]) == 12
+    assert result.metadata.abstained is abstain
+    assert result.metadata.abstain_reason == ("no results" if abstain else "")
 
 
 def test_no_reachable_model_means_no_rerank_and_the_result_says_so(tmp_path):
@@ -192,8 +192,8 @@ def test_no_reachable_model_means_no_rerank_and_the_result_says_so(tmp_path):
     for _ in range(2):
         result = search(context, k=4, order=order)
         assert [item.chunk_id for item in result.items] == [f"c{i:02d}" for i in order]
-        assert result.metadata["rerank"]["applied"] is False
-        assert "could not load the reranking model" in result.metadata["rerank"]["reason"]
+        assert result.metadata.details["rerank"]["applied"] is False
+        assert "could not load the reranking model" in result.metadata.details["rerank"]["reason"]
     assert len(calls) == 1  # tried once per context
     assert RetrievalContext(vectors=None).reranker()[0] is None
 

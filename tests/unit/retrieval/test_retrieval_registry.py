@@ -85,13 +85,13 @@ def test_search_ranks_and_fills_metadata(context):
     assert result.query == "what is a?"
     assert [(i.chunk_id, i.rank) for i in result.items] == [("a", 1), ("b", 2)]
     meta = result.metadata
-    assert meta["strategy"] == meta["requested_strategy"] == "test_fixed"
-    assert meta["chunking"] == "semantic" and meta["scope"] == "acme/alice" and meta["k"] == 2
-    assert meta["lanes_run"] == ["fixed"] and meta["fallbacks"] == []
-    assert meta["abstained"] is False and meta["abstain_reason"] is None
-    assert meta["best_dense_cosine"] == pytest.approx(0.9)
-    assert {"fixed", "postprocess", "total"} <= set(meta["timings_ms"])
-    assert meta["timings_ms"]["total"] >= meta["timings_ms"]["fixed"]
+    assert meta.strategy == meta.requested_strategy == "test_fixed"
+    assert meta.chunking == "semantic" and meta.scope == "acme/alice" and meta.k == 2
+    assert meta.lanes_run == ["fixed"] and meta.fallbacks == []
+    assert meta.abstained is False and meta.abstain_reason == ""
+    assert meta.best_dense_cosine == pytest.approx(0.9)
+    assert {"fixed", "postprocess", "total"} <= set(meta.timings_ms)
+    assert meta.timings_ms["total"] >= meta.timings_ms["fixed"]
     assert all("vector" not in i.metadata for i in result.items)  # stripped unless keep_vectors
 
 
@@ -111,7 +111,7 @@ def test_near_duplicates_are_removed_and_k_is_still_filled(context):
     items = items_with(("a", 0.9, unit(1, 0, 0)), ("a-copy", 0.89, unit(1, 0.01, 0)), ("b", 0.8, unit(0, 1, 0)))
     result = retriever.search("q", k=2, items=items)
     assert [i.chunk_id for i in result.items] == ["a", "b"]  # fetch_k = 2k made room for the duplicate
-    assert result.metadata["duplicates_removed"] == ["a-copy"]
+    assert result.metadata.details["duplicates_removed"] == ["a-copy"]
     kept_all = retriever.search("q", k=3, items=items, dedup=False)
     assert len(kept_all.items) == 3
 
@@ -121,7 +121,7 @@ def test_abstention_returns_nothing_and_says_why(context):
     items = items_with(("a", 0.21, unit(1, 0)), ("b", 0.2, unit(0, 1)))
     result = retriever.search("q", k=2, items=items, abstain_floor=0.3)
     assert result.items == []
-    assert result.metadata["abstained"] is True and "0.210" in result.metadata["abstain_reason"]
+    assert result.metadata.abstained is True and "0.210" in result.metadata.abstain_reason
     assert len(retriever.search("q", k=2, items=items, abstain=False).items) == 2
     assert len(retriever.search("q", k=2, items=items, abstain_floor=0.2).items) == 2
 
@@ -133,7 +133,7 @@ def test_graph_context_item_stays_first_with_rank_zero(context):
     result = get_retriever("test_fixed", context).search("q", k=3, items=items, reorder=True)
     assert result.items[0].chunk_id == "graph:x" and result.items[0].rank == 0
     assert [(i.chunk_id, i.rank) for i in result.items[1:]] == [("a", 1), ("c", 3), ("b", 2)]  # reordered
-    assert result.metadata["reordered"] is True
+    assert result.metadata.details["reordered"] is True
 
 
 def test_keep_vectors(context):

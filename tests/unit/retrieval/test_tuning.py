@@ -137,7 +137,7 @@ def test_max_per_document_caps_the_top_k_and_still_fills_it():
     plain = retriever.search("q", k=3, items=items, dedup=False, abstain=False)
     assert ids(plain.items) == ["1", "2", "3"]
     capped = retriever.search("q", k=3, items=items, dedup=False, abstain=False, max_per_document=1)
-    assert ids(capped.items) == ["1", "4", "5"] and capped.metadata["over_document_cap"] == ["2", "3"]
+    assert ids(capped.items) == ["1", "4", "5"] and capped.metadata.details["over_document_cap"] == ["2", "3"]
 
 
 def test_neighbour_weight_reranks_the_candidates_before_the_cut():
