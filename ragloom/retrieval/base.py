@@ -76,6 +76,9 @@ POSTPROCESS_OPTIONS: dict[str, Option] = {
 POSTPROCESS_DEFAULTS: dict[str, Any] = {name: option.default for name, option in POSTPROCESS_OPTIONS.items()}
 
 
+SCHEMA_RECHECK_SECONDS = 5.0  # a namespace property missing from a collection is looked for again after this
+
+
 class RetrievalContext:
     """What retrievers run against: the vector store, and the graph store, embedder and spaCy pipeline,
     each given directly or as a loader called once on first use (so a dense query never opens Neo4j)."""
@@ -103,6 +106,7 @@ class RetrievalContext:
         self.cache: dict[str, Any] = {}  # facts learned about collections (e.g. hierarchical leaf level)
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
+        self._schema_read: dict[str, float] = {}  # collection -> when its schema was last re-read for visibility
         self.query_vector_size = QUERY_VECTOR_CACHE
         self.result_cache: ResultCache | None = result_cache
 
@@ -172,10 +176,22 @@ class RetrievalContext:
         collection's properties (re-read once when namespaces are asked for and none is known: ingestion may
         have added the first since)."""
         types = self.property_types(collection)
-        if namespaces is not None and types is not None and not has_property(types, NAMESPACE):
+        if namespaces is not None and types is not None and not has_property(types, NAMESPACE) \
+                and self._recheck_due(collection):
             types = self.property_types(collection, refresh=True)
         return visibility_nodes(types, exclude_dynamic=exclude_dynamic, namespaces=namespaces,
                                 exclude_tools=exclude_tools)
+
+    def _recheck_due(self, collection: str) -> bool:
+        """Whether a collection's schema may be read again for a property not seen yet: at most once per
+        SCHEMA_RECHECK_SECONDS, so queries asking for namespaces before any chunk has one cost no schema read
+        each."""
+        now = time.monotonic()
+        with self._query_lock:
+            if now - self._schema_read.get(collection, -SCHEMA_RECHECK_SECONDS) < SCHEMA_RECHECK_SECONDS:
+                return False
+            self._schema_read[collection] = now
+            return True
 
     def bind_filters(self, collection: str, node: Node | None) -> Node | None:
         """The user's filter checked against the collection's types (re-read once if a field is missing:
