@@ -19,7 +19,7 @@ from ragloom.chunking.tokens import get_token_counter
 from ragloom.ingest import chunk_incremental
 from ragloom.quality import check_chunks
 from ragloom.tables import frame_to_documents
-from resources import ArtifactStore, EmbedderResource
+from resources import ArtifactStore, EmbedderResource, settings_of
 
 
 def build_chunk_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
@@ -31,7 +31,7 @@ def build_chunk_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefi
     def _chunks(context: AssetExecutionContext, documents: pd.DataFrame, artifacts: ArtifactStore,
                 embedder: EmbedderResource) -> Output[pd.DataFrame]:
         # loads the model only for a chunker that embeds; RAGLOOM_CHUNKER_OPTIONS gives the chunker's options
-        chunker = chunker_for(chunking, embedder.embedder, **embedder.settings().chunker_params(chunking))
+        chunker = chunker_for(chunking, embedder.embedder, **settings_of(artifacts, embedder).chunker_params(chunking))
         outcome = chunk_incremental(frame_to_documents(documents), artifacts.read(name), chunker,
                                     log=context.log.info)
         frame = outcome.frame

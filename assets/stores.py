@@ -31,7 +31,7 @@ from ragloom.indexing.compose import index_graph, index_vectors
 from ragloom.indexing.graph import check_graph
 from ragloom.indexing.vectors import check_vectors
 from ragloom.tables import frame_to_chunks
-from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource
+from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, settings_of
 
 STORE_RETRY = RetryPolicy(max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
 # Store-writing assets sit in the pools "weaviate" and "neo4j" (limit 1 each in dagster.yaml), so two
@@ -60,8 +60,9 @@ def build_vector_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDef
                  embedder: EmbedderResource, artifacts: ArtifactStore) -> MaterializeResult:
         store = weaviate.store()
         model = embedder.embedder()
+        settings = settings_of(weaviate, embedder, artifacts)
         report = _run_sync(context, f"vectors_{chunking}", lambda: index_vectors(
-            artifacts.settings(), store, model, chunking, frame_to_chunks(chunks), log=context.log.info))
+            settings, store, model, chunking, frame_to_chunks(chunks), log=context.log.info))
         return MaterializeResult(metadata={
             **report.as_metadata(),
             "collection": store.collection_name(chunking),
@@ -91,8 +92,9 @@ def build_graph_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefi
     def _graph(context: AssetExecutionContext, chunks: pd.DataFrame, neo4j: Neo4jResource,
                nlp: NlpResource, embedder: EmbedderResource) -> MaterializeResult:
         store = neo4j.store()
+        settings = settings_of(neo4j, nlp, embedder)
         report = _run_sync(context, f"graph_{chunking}", lambda: index_graph(
-            neo4j.settings(), store, nlp.extractor(), embedder.embedder(), chunking, frame_to_chunks(chunks),
+            settings, store, nlp.extractor(), embedder.embedder(), chunking, frame_to_chunks(chunks),
             log=context.log.info))
         stats = store.stats()
         top = stats.get("top_entities", [])

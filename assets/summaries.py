@@ -10,7 +10,7 @@ from ragloom.indexing.compose import index_summaries
 from ragloom.indexing.summaries import summary_collection
 from ragloom.settings import Settings
 from ragloom.tables import frame_to_chunks
-from resources import ArtifactStore, EmbedderResource, WeaviateResource
+from resources import ArtifactStore, EmbedderResource, WeaviateResource, settings_of
 
 # A build that calls the model sits in the pool "llm" (limit 1, dagster.yaml's default): one model-bound
 # step at a time, whatever launched it; an extractive build only writes Weaviate, like the vector assets.
@@ -30,7 +30,7 @@ def build_summary_assets(chunking: str, settings: Settings) -> AssetsDefinition:
                    embedder: EmbedderResource, artifacts: ArtifactStore) -> MaterializeResult:
         store = weaviate.store()
         report = _run_sync(context, f"summaries_{chunking}", lambda: index_summaries(
-            artifacts.settings(), store, embedder.embedder(), chunking, frame_to_chunks(chunks),
+            settings_of(weaviate, embedder, artifacts), store, embedder.embedder(), chunking, frame_to_chunks(chunks),
             log=context.log.info, use_llm=uses_llm))
         return MaterializeResult(metadata={**report.as_metadata(),
                                            "collection": store.collection_name(summary_collection(chunking))})

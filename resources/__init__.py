@@ -62,7 +62,9 @@ class SettingsResource(ConfigurableResource):
 
 
 def settings_of(*resources: SettingsResource) -> Settings:
-    """One Settings object: the environment's, with every resource's overrides (for ragloom.api)."""
+    """The step's Settings: the environment's, with the overrides of every resource the step was given. Each
+    asset and job resolves its settings once this way and hands them down to the core; a resource's own
+    ``settings()`` only builds that resource's client."""
     overrides: dict[str, Any] = {}
     for resource in resources:
         overrides |= resource.overrides()

@@ -180,30 +180,26 @@ def check_bool(name: str, value: Any) -> bool:
     return value
 
 
-def check_tools(value: Any) -> tuple[str, ...]:
-    """Tool names (a list, or comma-separated text): at most 32, 1 to 64 characters each."""
+def check_name_list(field_name: str, what: str, value: Any, most: int, max_chars: int) -> tuple[str, ...]:
+    """A list of names (or comma-separated text), each 1 to ``max_chars`` characters, at most ``most`` of them,
+    duplicates dropped; None: none."""
     if value is None:
         return ()
     if isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) and 0 < len(v) <= 64 for v in value):
-        raise QueryError("exclude_tools must be a list of tool names (1 to 64 characters each)")
-    if len(value) > 32:
-        raise QueryError(f"exclude_tools: at most 32, got {len(value)}")
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) and 0 < len(v) <= max_chars for v in value):
+        raise QueryError(f"{field_name} must be a list of {what} (1 to {max_chars} characters each)")
+    if len(value) > most:
+        raise QueryError(f"{field_name}: at most {most}, got {len(value)}")
     return tuple(dict.fromkeys(value))
+
+
+def check_tools(value: Any) -> tuple[str, ...]:
+    return check_name_list("exclude_tools", "tool names", value, 32, 64)
 
 
 def check_document_ids(value: Any) -> tuple[str, ...]:
-    """Document ids (a list, or comma-separated text): at most MAX_EXCLUDED_DOCUMENTS, each 1 to 1000 characters."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [part.strip() for part in value.split(",") if part.strip()]
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) and 0 < len(v) <= 1000 for v in value):
-        raise QueryError("exclude_documents must be a list of document ids (1 to 1000 characters each)")
-    if len(value) > MAX_EXCLUDED_DOCUMENTS:
-        raise QueryError(f"exclude_documents: at most {MAX_EXCLUDED_DOCUMENTS}, got {len(value)}")
-    return tuple(dict.fromkeys(value))
+    return check_name_list("exclude_documents", "document ids", value, MAX_EXCLUDED_DOCUMENTS, 1000)
 
 
 def describe(spec: Any) -> Any:
