@@ -323,37 +323,22 @@ class Retriever(ABC):
         return self._execute(query, expansion)
 
     def _execute(self, q: Query, expansion: Expand | None) -> RetrievalResult:
+        """The template: options split, cache looked up, the strategy's search, transforms fused, rerank,
+        post-processing, the result's ``ResultInfo``, cache filled."""
         started = time.perf_counter()
         opts = {**self.options, **q.options}
         post = {name: opts.pop(name) for name in POSTPROCESS_DEFAULTS}
-        user_filter = self.context.bind_filters(self.chunking, q.filters)
-        visibility = self.context.visibility(self.chunking, q.exclude_dynamic, q.namespaces, q.exclude_tools)
-        if q.exclude_documents:  # the caller has these already (an agent's earlier reads)
-            visibility += (Not(Condition("document_id", "document_id", "in", list(q.exclude_documents))),)
         reranker, no_rerank = self.context.reranker() if post["rerank"] else (None, "rerank=False")
-        fetch_k = q.k * 2 if post["dedup"] else q.k
-        if post["max_per_document"]:  # room to fill k from other documents
-            fetch_k = max(fetch_k, q.k * 4)
-        if post["neighbour_weight"]:  # room for neighbours ranked below the cut
-            fetch_k = max(fetch_k, q.k, post["neighbour_candidates"] or q.k * 4)
-        if reranker is not None:
-            fetch_k = max(fetch_k, post["rerank_candidates"])
         cache_key = None if expansion is not None else self._cache_key(
             query=q.text, k=q.k, scope=q.scope.path, filters=q.filter_spec, options={**opts, **post},
             exclude_dynamic=q.exclude_dynamic, namespaces=q.namespaces, exclude_tools=q.exclude_tools,
-            exclude_documents=q.exclude_documents,
-            reranker=getattr(reranker, "model_id", None))
+            exclude_documents=q.exclude_documents, reranker=getattr(reranker, "model_id", None))
         if cache_key is not None and self.context.result_cache is not None:
             cached = self.context.result_cache.get(cache_key)
             if cached is not None:
                 cached.metadata.cache = "hit"
                 return _unexpired(cached)
-        request = SearchRequest(
-            query=q.text, k=q.k, scope=q.scope, filters=user_filter, chunking=self.chunking, context=self.context,
-            fetch_k=min(MAX_K * 2, fetch_k),
-            include_vectors=post["dedup"] or post["abstain"] or post["keep_vectors"],
-            visibility=visibility,
-        )
+        request = self._request(q, post, reranker is not None)
         items = self.get_search_results(request, **opts)
         if expansion is not None:
             more = expansion(self, request, opts, items)
@@ -362,27 +347,47 @@ class Retriever(ABC):
                     items = fusion.rrf({"query": items, **more}, k=request.fetch_k)
         self.expanded(request, expansion is not None)
         if reranker is not None:
-            items, rerank_info = self._rerank(request, reranker, items, post)
+            items, request.info["rerank"] = self._rerank(request, reranker, items, post)
         else:
-            rerank_info = {"applied": False, "reason": no_rerank}
-        request.info["rerank"] = rerank_info
+            request.info["rerank"] = {"applied": False, "reason": no_rerank}
         with request.stage("postprocess"):
             items, extra = self._postprocess(request, items, post)
         request.timings_ms["total"] = (time.perf_counter() - started) * 1000
+        result = RetrievalResult(query=q.text, items=items, metadata=self._info(q, request, {**opts, **post}, extra))
+        if cache_key is not None and self.context.result_cache is not None:
+            result.metadata.cache = "miss"
+            self.context.result_cache.put(cache_key, result)
+        return result
+
+    def _request(self, q: Query, post: dict[str, Any], reranks: bool) -> SearchRequest:
+        """The search in flight: the user's filter bound to the collection, the visibility nodes, and how many
+        candidates the post-processing steps need (``fetch_k``)."""
+        visibility = self.context.visibility(self.chunking, q.exclude_dynamic, q.namespaces, q.exclude_tools)
+        if q.exclude_documents:  # the caller has these already (an agent's earlier reads)
+            visibility += (Not(Condition("document_id", "document_id", "in", list(q.exclude_documents))),)
+        fetch_k = q.k * 2 if post["dedup"] else q.k
+        if post["max_per_document"]:  # room to fill k from other documents
+            fetch_k = max(fetch_k, q.k * 4)
+        if post["neighbour_weight"]:  # room for neighbours ranked below the cut
+            fetch_k = max(fetch_k, q.k, post["neighbour_candidates"] or q.k * 4)
+        if reranks:
+            fetch_k = max(fetch_k, post["rerank_candidates"])
+        return SearchRequest(
+            query=q.text, k=q.k, scope=q.scope, filters=self.context.bind_filters(self.chunking, q.filters),
+            chunking=self.chunking, context=self.context, fetch_k=min(MAX_K * 2, fetch_k),
+            include_vectors=post["dedup"] or post["abstain"] or post["keep_vectors"], visibility=visibility)
+
+    def _info(self, q: Query, request: SearchRequest, options: dict[str, Any], extra: dict[str, Any]) -> ResultInfo:
+        """What the search did, typed; the strategy's and the steps' own records go to ``details``."""
         abstained, why = extra.pop("abstained"), extra.pop("abstain_reason")
-        metadata = ResultInfo(
+        return ResultInfo(
             strategy=self.name, requested_strategy=q.requested_strategy or self.name, chunking=self.chunking,
             k=q.k, scope=request.scope.path, filters=q.filter_spec, exclude_dynamic=q.exclude_dynamic,
             exclude_tools=list(q.exclude_tools), exclude_documents=list(q.exclude_documents), profile=q.profile,
             namespaces=None if q.namespaces is None else list(q.namespaces), lanes_run=request.lanes_run,
             fallbacks=request.fallbacks, timings_ms={name: round(ms, 2) for name, ms in request.timings_ms.items()},
-            options={**opts, **post}, abstained=abstained, abstain_reason=why or "",
+            options=options, abstained=abstained, abstain_reason=why or "",
             best_dense_cosine=extra.pop("best_dense_cosine", None), details={**request.info, **extra})
-        result = RetrievalResult(query=q.text, items=items, metadata=metadata)
-        if cache_key is not None and self.context.result_cache is not None:
-            metadata.cache = "miss"
-            self.context.result_cache.put(cache_key, result)
-        return result
 
     def expanded(self, request: SearchRequest, ran: bool) -> None:
         """Called after the query's transforms ran (``ran``: whether any did); a strategy made of transforms
