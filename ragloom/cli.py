@@ -92,6 +92,14 @@ def _format_status(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    """Hands over to the Dagster layer, which owns the command (pipelines/ingest.py says why): the core never imports
+    dagster, so it starts `python -m pipelines.ingest` with the rest of the command line and exits as it did."""
+    import subprocess  # deferred: each command loads only what it needs (`ragloom --help` stays instant)
+
+    return subprocess.call([sys.executable, "-m", "pipelines.ingest", *args.unparsed])
+
+
 def _cmd_settings(args: argparse.Namespace) -> int:
     for key, value in Settings.from_env().public_view().items():
         print(f"{key} = {value}")
@@ -304,6 +312,11 @@ def build_parser(query_fields: bool = True) -> argparse.ArgumentParser:
                    help="cluster: Postgres + Redis + Celery workers + a 3-node Weaviate (see deploy/cluster)")
     p.set_defaults(func=_cmd_stack)
 
+    # no options here: pipelines.ingest owns them (`ragloom ingest --help` prints its help)
+    p = sub.add_parser("ingest", add_help=False, help="run the ingest job once on a documents folder (PATH); the run "
+                                                      "shows in the Dagster UI")
+    p.set_defaults(func=_cmd_ingest)
+
     p = sub.add_parser("query", help="retrieve from what was materialized")
     p.add_argument("text")
     _add_retrieval_arguments(p, ask=False, query_fields=query_fields)
@@ -376,7 +389,12 @@ def main(argv: list[str] | None = None) -> int:
     default_interrupts()  # the servers `stack up` starts must stop on SIGTERM, even from a background job
     given = sys.argv[1:] if argv is None else argv
     command = next((word for word in given if not word.startswith("-")), "")
-    args = build_parser(query_fields=command in ("query", "ask")).parse_args(argv)
+    parser = build_parser(query_fields=command in ("query", "ask"))
+    # `ingest` declares nothing: the rest of its command line, in order, goes to pipelines.ingest
+    args, unparsed = parser.parse_known_args(argv)
+    if unparsed and args.command != "ingest":
+        parser.error(f"unrecognized arguments: {' '.join(unparsed)}")
+    args.unparsed = unparsed
     try:
         return args.func(args)
     except RagloomError as e:

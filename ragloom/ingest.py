@@ -16,7 +16,7 @@ import pandas as pd
 from ragloom.metadata import MetadataError, MetadataLayout
 from ragloom.parsing import ATTACHED_TO, ParseLimits, parse_sources
 from ragloom.tables import chunks_to_frame, frame_to_documents
-from ragloom.types import Document, Log, Rejection
+from ragloom.types import Document, Log, Rejection, Scope
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Source:
     name: str
     root: Path
     scope_from_path: bool = False  # uploads/<tenant>/<user>/<chat>/... sets the scope
+    scope: Scope | None = None  # every document's scope (a sidecar or the folders may narrow it); None: shared
 
 
 @dataclass
@@ -53,7 +54,8 @@ def collect_documents(sources: Iterable[Source], previous: pd.DataFrame | None, 
         if not source.root.exists():
             log(f"source {source.name}: {source.root} does not exist yet, nothing to read")
             continue
-        batch = parse_sources([source.root], source.root, scope_from_path=source.scope_from_path, limits=limits)
+        batch = parse_sources([source.root], source.root, scope=source.scope, scope_from_path=source.scope_from_path,
+                              limits=limits)
         for doc in batch.documents:
             doc.document_id = f"{source.name}/{doc.document_id}"
             if isinstance(doc.metadata.get(ATTACHED_TO), str):  # an attachment names its email by document id

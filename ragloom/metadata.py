@@ -33,7 +33,8 @@ RESERVED = ("title", "source_path")  # metadata keys that fill core properties o
 # caller's keys-per-item cap.
 SYSTEM_TYPES: dict[str, str] = {
     "dynamic": "BOOL", "injected_at": "DATE", "expires_at": "DATE", "namespace": "TEXT",
-    "page": "INT", "embed_truncated": "BOOL", "pages_without_text": "INT_ARRAY", "attached_to": "TEXT",
+    "page": "INT", "embed_truncated": "BOOL", "pages_without_text": "INT_ARRAY", "pages_ocr": "INT_ARRAY",
+    "attached_to": "TEXT",
     "section_key": "TEXT", "section_chunks": "TEXT_ARRAY", "summary_method": "TEXT",
     "tool": "TEXT", "agent_id": "TEXT",  # an injected tool result: which tool, which agent (ragloom.dynamic)
 }

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ragloom.errors import ConfigError
+from ragloom.errors import ConfigError, ScopeError
+from ragloom.types import Scope
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = REPO_ROOT / "sample_corpus"
@@ -176,6 +178,9 @@ class Settings:
     data_dir: Path = field(default_factory=_default_data, metadata={"help":
         "server data, Parquet artifacts, embedding cache, generated secrets, DAGSTER_HOME"})
     docs_dir: Path = _setting(SAMPLE_CORPUS, "the documents folder")
+    docs_scope: str = _setting("",
+        "scope of the documents folder's documents, tenant/user/chat[/agent]; empty: __shared__ (a sidecar may "
+        "narrow it)")
     uploads_dir: Path | None = _setting(None, "the folder the uploads sensor watches; default <data_dir>/uploads")
     artifacts_path: Path | None = _setting(None,
         "Parquet outputs of the assets, the embedding cache, query and eval results; default <data_dir>/artifacts")
@@ -256,6 +261,9 @@ class Settings:
         "an Office file unzipped (checked from the zip's directory before anything is unpacked: zip bombs)")
     parse_max_sheet_rows: int = _setting(100_000, "rows of one Excel sheet or CSV file")
     parse_max_cells: int = _setting(2_000_000, "cells of all sheets of one workbook together")
+    parse_ocr_languages: str = _setting("",
+        "OCR of PDF pages that have images but no text layer, with Tesseract in these languages (e.g. eng, eng+deu; "
+        "needs Debian's tesseract-ocr and its language packages); empty: off, such pages are only reported")
     # metadata: how user and file metadata is stored in the shared collections (ragloom.metadata,
     # docs/design/metadata.md)
     metadata_types: str = _setting("",
@@ -360,6 +368,10 @@ class Settings:
     def validate(self) -> None:
         """What settings can check alone. Chunking names and chunker options are checked against the chunker
         registry where chunks are made (``ragloom.chunking.check_chunking_settings``): settings know no chunker."""
+        try:
+            Scope.from_path(self.docs_scope)
+        except ScopeError as e:
+            raise ConfigError(f"RAGLOOM_DOCS_SCOPE={self.docs_scope!r:.100}: {e}") from e
         _chunker_options(self.chunker_options)  # malformed JSON fails here
         missing = [n for n in self.graph_chunkings if n not in self.chunkings]
         if missing:
@@ -426,6 +438,9 @@ class Settings:
             if getattr(self, name) < 1:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)}: must be at least 1")
         parse_metadata_types(self.metadata_types)
+        if self.parse_ocr_languages and not re.fullmatch(r"[A-Za-z_]+(\+[A-Za-z_]+)*", self.parse_ocr_languages):
+            raise ConfigError(f"RAGLOOM_PARSE_OCR_LANGUAGES={self.parse_ocr_languages!r:.100}: tesseract language "
+                              "names joined by '+', e.g. eng or eng+deu")
         if self.rerank_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_RERANK_BACKEND={self.rerank_backend!r}: choose torch, onnx or onnx-int8")
 

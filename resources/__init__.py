@@ -31,6 +31,7 @@ from ragloom.ingest import Source
 from ragloom.metadata import MetadataLayout
 from ragloom.parsing import ParseLimits
 from ragloom.settings import Settings
+from ragloom.types import Scope
 
 _PATH_FIELDS = ("docs_dir", "uploads_dir", "artifacts_path")
 
@@ -78,27 +79,34 @@ class CorpusResource(SettingsResource):
     """Where documents come from: the documents folder and the uploads folder the sensor watches."""
 
     docs_dir: str | None = Field(default=None, description="Documents folder (RAGLOOM_DOCS_DIR)")
+    docs_scope: str | None = Field(default=None, description="Scope of the documents folder's documents, "
+                                                             "tenant/user/chat[/agent] (RAGLOOM_DOCS_SCOPE)")
     uploads_dir: str | None = Field(default=None, description="Uploads folder watched by the sensor "
                                                               "(RAGLOOM_UPLOADS_DIR)")
 
-    settings_fields: ClassVar[dict[str, str]] = {"docs_dir": "docs_dir", "uploads_dir": "uploads_dir"}
+    settings_fields: ClassVar[dict[str, str]] = {"docs_dir": "docs_dir", "docs_scope": "docs_scope",
+                                                 "uploads_dir": "uploads_dir"}
 
     def uploads_root(self) -> Path:
         return self.settings().resolved_uploads_dir
 
     def sources(self) -> list[Source]:
-        """Uploads take their scope from their tenant/user/chat subfolders (or a sidecar)."""
-        return [Source("docs", self.settings().docs_dir), Source("uploads", self.uploads_root(), scope_from_path=True)]
+        """The documents folder, its documents in RAGLOOM_DOCS_SCOPE (shared by default); uploads take their scope
+        from their tenant/user/chat subfolders (a sidecar may narrow either)."""
+        settings = self.settings()
+        return [Source("docs", settings.docs_dir, scope=Scope.from_path(settings.docs_scope)),
+                Source("uploads", self.uploads_root(), scope_from_path=True)]
 
     def metadata_layout(self) -> MetadataLayout:
         """How metadata is stored (RAGLOOM_METADATA_*): documents that break it are rejected at parse time."""
         return MetadataLayout.from_settings(self.settings())
 
     def parse_limits(self) -> ParseLimits:
-        """The caps the parsers work under (RAGLOOM_PARSE_*)."""
+        """The caps the parsers work under, and OCR (RAGLOOM_PARSE_*)."""
         s = self.settings()
         return ParseLimits(max_bytes=s.parse_max_bytes, max_unpacked_bytes=s.parse_max_unpacked_bytes,
-                           max_sheet_rows=s.parse_max_sheet_rows, max_cells=s.parse_max_cells)
+                           max_sheet_rows=s.parse_max_sheet_rows, max_cells=s.parse_max_cells,
+                           ocr_languages=s.parse_ocr_languages)
 
 
 class ArtifactStore(SettingsResource):

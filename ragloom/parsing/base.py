@@ -20,6 +20,9 @@ class ParseLimits:
     max_unpacked_bytes: int = 200_000_000  # an Office file's zip entries, decompressed, as their headers declare
     max_sheet_rows: int = 100_000  # one sheet or CSV file
     max_cells: int = 2_000_000  # all sheets of a workbook together
+    # OCR of PDF pages without a text layer: tesseract's languages (e.g. "eng", "eng+deu"); "" = no OCR. Not a cap,
+    # but it travels with them: the one object of parse settings handed from the composition root to the parsers.
+    ocr_languages: str = ""
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def parse_content(fmt: str, data: bytes, limits: ParseLimits | None = None) -> P
     """One file's bytes in format ``fmt`` (a FORMATS value other than jsonl) as Markdown-like text."""
     limits = limits or ParseLimits()
     if fmt == "pdf":
-        return pdf_to_text(data)
+        return pdf_to_text(data, ocr_languages=limits.ocr_languages)
     if fmt == "docx":
         return docx_to_text(data, limits)
     if fmt == "pptx":

@@ -1,6 +1,7 @@
 """End to end as people use it: `dagster-webserver` + `dagster-daemon` on loopback, files dropped into the
 uploads folder, the sensor indexes them into the real Weaviate and Neo4j, deletes take them out again;
-and a headless Chromium opens the UI, shows the asset graph and launches a materialization.
+a headless Chromium opens the UI, shows the asset graph and launches a materialization; and the ingest job,
+launched through the webserver's GraphQL API as the UI launches it, indexes a folder with one file of each format.
 
 Figures (upload-to-retrievable latency) go to test-artifacts/e2e_latency.json, screenshots beside it.
 """
@@ -18,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from mixed_folder import check_documents_metadata, check_retrievable, make_mixed_folder
 from polling import free_port, wait_for
 
 from ragloom.errors import StoreError
@@ -27,6 +29,7 @@ from ragloom.stores.weaviate import WeaviateStore
 pytestmark = pytest.mark.e2e
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 STRATEGY = "recursive"
+CHUNKINGS = "recursive,headered"  # headered: the mixed folder's Word headings and slide titles (last test)
 DOC_TEMPLATE = """# Field note {n}
 
 Captain Ingrid Solberg of the research vessel Aurora Borealis met Professor Tobias Lindgren in Bergen.
@@ -57,7 +60,7 @@ def dagster_stack(settings, module_weaviate_store_factory, module_neo4j_store_fa
         "RAGLOOM_ARTIFACTS_DIR": str(root / "artifacts"),
         "RAGLOOM_COLLECTION_PREFIX": vectors.prefix,
         "RAGLOOM_GRAPH_NAMESPACE": graph.namespace,
-        "RAGLOOM_CHUNKINGS": STRATEGY,
+        "RAGLOOM_CHUNKINGS": CHUNKINGS,
         "RAGLOOM_GRAPH_CHUNKINGS": STRATEGY,
         "RAGLOOM_SENSOR_INTERVAL_SECONDS": "3",
         "PYTHONUNBUFFERED": "1",
@@ -201,3 +204,81 @@ def test_ui_shows_asset_graph_and_launches_materialization(dagster_stack):
         return run if run["status"] in {"SUCCESS", "FAILURE", "CANCELED"} else None
 
     assert wait_for(finished, 420, "the UI-launched run to finish", interval=0.5)["status"] == "SUCCESS"
+
+
+def _graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    request = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": query, "variables": variables or {}})
+                                     .encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        body = json.load(resp)
+    assert not body.get("errors"), body["errors"]
+    return body["data"]
+
+
+# what the UI's Launchpad sends (launchPipelineExecution, which dagster_graphql's client sends, is its older name)
+LAUNCH = """
+mutation Launch($executionParams: ExecutionParams!) {
+  launchRun(executionParams: $executionParams) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on PythonError { message }
+    ... on Error { message }
+  }
+}"""
+RUN = """
+query Run($runId: ID!) {
+  runOrError(runId: $runId) {
+    ... on Run { status }
+  }
+}"""
+MATERIALIZATIONS = """
+query Materializations($runId: ID!) {
+  logsForRun(runId: $runId) {
+    ... on EventConnection {
+      events {
+        __typename
+        ... on MaterializationEvent {
+          assetKey { path }
+          metadataEntries {
+            label
+            ... on IntMetadataEntry { intValue }
+            ... on MarkdownMetadataEntry { mdStr }
+            ... on JsonMetadataEntry { jsonString }
+          }
+        }
+      }
+    }
+  }
+}"""
+
+
+@pytest.mark.timeout(1500)
+def test_ingest_job_launched_through_graphql_indexes_a_mixed_folder(dagster_stack, weaviate_client):
+    url = dagster_stack["url"]
+    make_mixed_folder(dagster_stack["root"] / "docs")  # the code location's RAGLOOM_DOCS_DIR
+    repositories = _graphql(url, "{ repositoriesOrError { ... on RepositoryConnection { nodes { name "
+                                 "location { name } pipelines { name } } } } }")["repositoriesOrError"]["nodes"]
+    (repository,) = [r for r in repositories if "ingest_job" in {p["name"] for p in r["pipelines"]}]
+    launched = _graphql(url, LAUNCH, {"executionParams": {
+        "selector": {"repositoryLocationName": repository["location"]["name"], "repositoryName": repository["name"],
+                     "jobName": "ingest_job"},
+        "runConfigData": {}, "mode": "default",
+        "executionMetadata": {"tags": [{"key": "ragloom/trigger", "value": "graphql-test"}]}}})
+    result = launched["launchRun"]
+    assert result["__typename"] == "LaunchRunSuccess", result
+    run_id = result["run"]["runId"]
+
+    def finished():
+        status = _graphql(url, RUN, {"runId": run_id})["runOrError"]["status"]
+        return status if status in {"SUCCESS", "FAILURE", "CANCELED"} else None
+
+    # the queued run waits for the daemon, then runs in its own process
+    assert wait_for(finished, 900, "the GraphQL-launched ingest run", interval=1) == "SUCCESS"
+    events = _graphql(url, MATERIALIZATIONS, {"runId": run_id})["logsForRun"]["events"]
+    materialized = {"/".join(e["assetKey"]["path"]): e["metadataEntries"] for e in events
+                    if e["__typename"] == "MaterializationEvent"}
+    assert {"documents", "chunks_headered", "vectors_headered"} <= set(materialized)
+    entries = {m["label"]: m.get("intValue", m.get("mdStr", m.get("jsonString"))) for m in materialized["documents"]}
+    check_documents_metadata({**entries, "by_format": json.loads(entries["by_format"])})
+    check_retrievable(WeaviateStore(weaviate_client, dagster_stack["prefix"]), "headered")
