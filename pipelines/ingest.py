@@ -5,9 +5,10 @@ as it materializes, then a summary taken from the run's materialization metadata
     python -m pipelines.ingest [the same]          (what scripts/demo calls)
 
 Where it lives: the core never imports dagster (import-linter's contract "the core never imports dagster"), so the
-`ingest` subcommand of ragloom/cli.py has no option and no Dagster code of its own: it runs `python -m
-pipelines.ingest` with the rest of its command line as a child process (the core names this module as a string,
-never imports it) and exits with the child's exit code. This module owns the options, the help and the exit codes.
+`ingest` subcommand of ragloom/cli.py only declares the options (add_ingest_arguments: `--help` and the CLI
+reference need no Dagster) and checks them, then runs `python -m pipelines.ingest` with the same arguments as a
+child process (the core names this module as a string, never imports it) and exits with the child's exit code.
+This module parses them with that same declaration and runs the job.
 
 The options are the job's own configuration: PATH and --scope are the `corpus` resource's `docs_dir` and
 `docs_scope`, given as run config the way the Launchpad gives them; --chunkings and --graph-chunkings are
@@ -36,6 +37,7 @@ from typing import Any
 
 from dagster import DagsterEventType, DagsterInstance, logger
 
+from ragloom.cli import INGEST_DESCRIPTION, add_ingest_arguments
 from ragloom.errors import ConfigError, RagloomError
 from ragloom.settings import Settings
 from ragloom.types import Scope
@@ -235,21 +237,8 @@ def ingest(path: Path | None = None, scope: str | None = None, show: Show | None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ragloom ingest",
-        description="Run the ingest job once (documents, chunks, vectors, graph) and record the run in the Dagster "
-                    "instance of DAGSTER_HOME, where the UI shows it. Unchanged documents cost nothing.")
-    parser.add_argument("path", nargs="?", type=Path, default=None,
-                        help="the documents folder (default RAGLOOM_DOCS_DIR). It replaces that folder for this run: "
-                             "documents a previous run read from another folder are removed, as if deleted")
-    parser.add_argument("--chunkings", default=None, metavar="A,B",
-                        help="chunkings to materialize (default RAGLOOM_CHUNKINGS)")
-    parser.add_argument("--graph-chunkings", default=None, metavar="A,B",
-                        help="chunkings whose chunks feed the graph, '' for no graph (default: those of "
-                             "RAGLOOM_GRAPH_CHUNKINGS that are materialized)")
-    parser.add_argument("--scope", default=None, metavar="TENANT/USER/CHAT",
-                        help="scope of the folder's documents (default RAGLOOM_DOCS_SCOPE, else shared)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser = argparse.ArgumentParser(prog="ragloom ingest", description=INGEST_DESCRIPTION)
+    add_ingest_arguments(parser)
     return parser
 
 

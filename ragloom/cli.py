@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from ragloom.errors import RagloomError
@@ -93,11 +94,34 @@ def _format_status(report: dict) -> str:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    """Hands over to the Dagster layer, which owns the command (pipelines/ingest.py says why): the core never imports
-    dagster, so it starts `python -m pipelines.ingest` with the rest of the command line and exits as it did."""
+    """Hands over to the Dagster layer, which runs the job (pipelines/ingest.py says why): the core never imports
+    dagster, so it starts `python -m pipelines.ingest` with the same arguments, checked here already by the same
+    declaration (add_ingest_arguments), and exits as it did."""
     import subprocess  # deferred: each command loads only what it needs (`ragloom --help` stays instant)
 
-    return subprocess.call([sys.executable, "-m", "pipelines.ingest", *args.unparsed])
+    return subprocess.call([sys.executable, "-m", "pipelines.ingest", *args.argv[1:]])
+
+
+INGEST_DESCRIPTION = ("Run the ingest job once (documents, chunks, vectors, graph) and record the run in the Dagster "
+                      "instance of DAGSTER_HOME, where the UI shows it. Unchanged documents cost nothing. Progress "
+                      "lines go to stderr, the summary to stdout; exit status 1 when the run failed, 2 when nothing "
+                      "ran.")
+
+
+def add_ingest_arguments(p: argparse.ArgumentParser) -> None:
+    """`ragloom ingest`'s options, declared in the core so that `--help` and the CLI reference need no Dagster; the
+    Dagster layer (pipelines.ingest) parses its command line with this same declaration."""
+    p.add_argument("path", nargs="?", type=Path, default=None,
+                   help="the documents folder (default RAGLOOM_DOCS_DIR). It stands in for that folder in this run: "
+                        "documents a previous run read from another folder are removed, as if deleted")
+    p.add_argument("--chunkings", default=None, metavar="A,B",
+                   help="chunkings to materialize (default RAGLOOM_CHUNKINGS)")
+    p.add_argument("--graph-chunkings", default=None, metavar="A,B",
+                   help="chunkings whose chunks feed the graph, '' for no graph (default: those of "
+                        "RAGLOOM_GRAPH_CHUNKINGS that are materialized)")
+    p.add_argument("--scope", default=None, metavar="TENANT/USER/CHAT",
+                   help="scope of the folder's documents (default RAGLOOM_DOCS_SCOPE, else shared)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def _cmd_settings(args: argparse.Namespace) -> int:
@@ -312,9 +336,9 @@ def build_parser(query_fields: bool = True) -> argparse.ArgumentParser:
                    help="cluster: Postgres + Redis + Celery workers + a 3-node Weaviate (see deploy/cluster)")
     p.set_defaults(func=_cmd_stack)
 
-    # no options here: pipelines.ingest owns them (`ragloom ingest --help` prints its help)
-    p = sub.add_parser("ingest", add_help=False, help="run the ingest job once on a documents folder (PATH); the run "
-                                                      "shows in the Dagster UI")
+    p = sub.add_parser("ingest", help="run the ingest job once on a documents folder; the run shows in the Dagster UI",
+                       description=INGEST_DESCRIPTION)
+    add_ingest_arguments(p)
     p.set_defaults(func=_cmd_ingest)
 
     p = sub.add_parser("query", help="retrieve from what was materialized")
@@ -387,14 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     from ragloom.stack.process import default_interrupts
 
     default_interrupts()  # the servers `stack up` starts must stop on SIGTERM, even from a background job
-    given = sys.argv[1:] if argv is None else argv
-    command = next((word for word in given if not word.startswith("-")), "")
-    parser = build_parser(query_fields=command in ("query", "ask"))
-    # `ingest` declares nothing: the rest of its command line, in order, goes to pipelines.ingest
-    args, unparsed = parser.parse_known_args(argv)
-    if unparsed and args.command != "ingest":
-        parser.error(f"unrecognized arguments: {' '.join(unparsed)}")
-    args.unparsed = unparsed
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((word for word in argv if not word.startswith("-")), "")
+    args = build_parser(query_fields=command in ("query", "ask")).parse_args(argv)
+    args.argv = argv  # what `ingest` hands on
     try:
         return args.func(args)
     except RagloomError as e:

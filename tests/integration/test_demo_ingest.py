@@ -1,8 +1,12 @@
-"""The demo's ingest entry point (`python -m pipelines.ingest`) runs without deprecation or supersession warnings
-from our calls: pyproject.toml ignores every DeprecationWarning, so this test records them all itself."""
+"""The demo's ingest (`ragloom ingest`, i.e. pipelines.ingest) runs without deprecation or supersession warnings
+from our calls: pyproject.toml ignores every DeprecationWarning, so this test records them all itself. Then the
+demo's own line for the Word file's hit, taken from scripts/demo, prints that one hit."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -26,17 +30,29 @@ def test_demo_ingest_is_quiet(monkeypatch, tmp_path: Path, namespace, weaviate_s
     weaviate_store_factory(namespace), neo4j_store_factory(namespace)  # dropped after the test
     for name, value in {"RAGLOOM_COLLECTION_PREFIX": namespace, "RAGLOOM_GRAPH_NAMESPACE": namespace,
                         "RAGLOOM_DOCS_DIR": str(SAMPLE_CORPUS), "RAGLOOM_UPLOADS_DIR": str(tmp_path / "uploads"),
-                        "RAGLOOM_ARTIFACTS_DIR": str(tmp_path / "artifacts"), "RAGLOOM_CHUNKINGS": "recursive",
+                        "RAGLOOM_ARTIFACTS_DIR": str(tmp_path / "artifacts"),
+                        "RAGLOOM_CHUNKINGS": "recursive,headered", "RAGLOOM_SUMMARY_CHUNKINGS": "",
                         "DAGSTER_HOME": str(tmp_path / "dagster")}.items():
         monkeypatch.setenv(name, value)
     (tmp_path / "dagster").mkdir()
-    from pipelines.ingest import run_ingest
+    from pipelines.ingest import ingest
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # overrides pyproject's ignore::DeprecationWarning for this block
-        assert run_ingest()
+        outcome = ingest(show=lambda line: None)
+    assert outcome.success, outcome.failures
     ours = [f"{w.category.__name__}: {str(w.message)[:160]} ({w.filename}:{w.lineno})" for w in caught if _ours(w)]
     assert not ours, "warnings from our calls:\n" + "\n".join(ours)
+
+    # the demo's Word-file line, as scripts/demo has it (a `ragloom query` continued on the next line)
+    demo = (REPO_ROOT / "scripts" / "demo").read_text()
+    (command,) = re.findall(r"^ragloom query [^\n]*author[^\n]*$|^ragloom query [^\n]*\\\n[^\n]*author[^\n]*$", demo,
+                            re.MULTILINE)
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], env=dict(os.environ), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert "docs/reports/quarterly_review_q3_2024.docx" in line and line.lstrip().startswith("1. ["), line
 
 
 def test_the_filter_sees_dagsters_deprecation() -> None:
