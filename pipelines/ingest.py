@@ -168,14 +168,16 @@ def _check(evaluation: Any) -> str:
     return f"{evaluation.check_name} on {evaluation.asset_key.to_user_string()} ({severity})"
 
 
-def _progress_logger(show: Show, started: float):
+def with_progress(job: Any, show: Show, started: float) -> Any:
+    """``job`` with the progress lines as its only logger (``run_config`` turns it on)."""
+
     @logger(description="progress lines of `ragloom ingest`")
     def progress(_context):
         log = logging.Logger("ragloom.ingest", logging.DEBUG)
         log.addHandler(_ProgressHandler(show, started))
         return log
 
-    return progress
+    return job.with_logger_defs({PROGRESS_LOGGER: progress})
 
 
 def _names(value: str) -> list[str]:
@@ -221,8 +223,8 @@ def ingest(path: Path | None = None, scope: str | None = None, show: Show | None
     from pipelines.definitions import defs
 
     started = time.monotonic()
-    job = defs.resolve_job_def("ingest_job").with_logger_defs(
-        {PROGRESS_LOGGER: _progress_logger(show or (lambda line: print(line, file=sys.stderr)), started)})
+    job = with_progress(defs.resolve_job_def("ingest_job"), show or (lambda line: print(line, file=sys.stderr)),
+                        started)
     with DagsterInstance.get() as instance:
         result = job.execute_in_process(run_config=run_config(path, scope), instance=instance, raise_on_error=False)
     outcome = IngestOutcome(result.run_id, result.success, time.monotonic() - started)
