@@ -4,8 +4,10 @@ Each format's file is written once by its own library (python-docx, python-pptx,
 csv and email; the PDF is the sample corpus's two-page annual report), ``--scale`` sections / slides / 20-row
 blocks long, then parsed ``--docs`` times per run; the figure is the median of ``--runs`` runs. Markdown (the
 parser that only decodes and finds headings) is the baseline in the same run. One JSON line per format.
+`pdf-ocr` is a one-page scanned PDF (Pillow draws the text onto an image and writes it as an image-only page) read
+with OCR on (Tesseract, English), ``--ocr-docs`` times per run: the cost of RAGLOOM_PARSE_OCR_LANGUAGES per page.
 
-    python benchmarks/parse_formats.py [--docs 20] [--scale 10] [--runs 3]
+    python benchmarks/parse_formats.py [--docs 20] [--scale 10] [--runs 3] [--ocr-docs 3]
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from openpyxl import Workbook
 from pptx import Presentation
 from pptx.util import Inches
 
-from ragloom.parsing import parse_content
+from ragloom.parsing import ParseLimits, parse_content
 from ragloom.parsing.markdown import markdown_table
 from ragloom.settings import SAMPLE_CORPUS
 
@@ -109,6 +111,21 @@ def markdown_file(scale: int) -> bytes:
     return "\n\n".join(parts).encode()
 
 
+def scanned_pdf_file(scale: int) -> bytes:
+    """A letter-size page at 200 dpi holding an image of a few paragraphs, and no text layer."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("L", (1700, 2200), 255)
+    draw, font = ImageDraw.Draw(image), ImageFont.load_default(size=32)
+    words = " ".join(PARAGRAPH.format(n=i, site=SITES[i % 5]) for i in range(4)).split()
+    lines = [" ".join(words[i:i + 9]) for i in range(0, len(words), 9)]
+    for i, line in enumerate(lines):
+        draw.text((120, 150 + i * 48), line, fill=0, font=font)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PDF", resolution=200)
+    return buffer.getvalue()
+
+
 FORMATS = {
     "markdown": markdown_file,
     "docx": docx_file,
@@ -117,16 +134,18 @@ FORMATS = {
     "csv": csv_file,
     "email": eml_file,
     "pdf": lambda scale: (SAMPLE_CORPUS / "reports" / "annual_report_2024.pdf").read_bytes(),
+    "pdf-ocr": scanned_pdf_file,
 }
+OCR = ParseLimits(ocr_languages="eng")
 
 
-def measure(fmt: str, data: bytes, docs: int, runs: int) -> dict[str, object]:
-    parsed = parse_content(fmt, data)  # warm: imports, caches
+def measure(fmt: str, data: bytes, docs: int, runs: int, limits: ParseLimits | None = None) -> dict[str, object]:
+    parsed = parse_content(fmt, data, limits)  # warm: imports, caches
     seconds = []
     for _ in range(runs):
         started = time.perf_counter()
         for _ in range(docs):
-            parse_content(fmt, data)
+            parse_content(fmt, data, limits)
         seconds.append(time.perf_counter() - started)
     median = statistics.median(seconds)
     return {"format": fmt, "file_bytes": len(data), "text_chars": len(parsed.text), "documents": docs,
@@ -139,10 +158,14 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=10, help="sections / slides / 20-row blocks per file")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--ocr-docs", type=int, default=3, help="scanned pages read by OCR per run (pdf-ocr)")
     args = parser.parse_args()
     results = []
     for fmt in args.formats.split(","):
-        result = measure(fmt, FORMATS[fmt](args.scale), args.docs, args.runs)
+        if fmt == "pdf-ocr":
+            result = {**measure("pdf", FORMATS[fmt](args.scale), args.ocr_docs, args.runs, OCR), "format": fmt}
+        else:
+            result = measure(fmt, FORMATS[fmt](args.scale), args.docs, args.runs)
         results.append(result)
         print(json.dumps(result), flush=True)
     print("\n| format | file KB | docs/s | MB/s |\n| --- | --- | --- | --- |")
