@@ -218,13 +218,15 @@ def ingest(path: Path | None = None, scope: str | None = None, show: Show | None
         raise ConfigError(f"{path}: not a folder (PATH is the documents folder)")
     if scope is not None:
         Scope.from_path(scope)  # a ScopeError names the bad part
-    settings_of(CorpusResource(docs_dir=None if path is None else str(path), docs_scope=scope))  # every setting checked
-    # deferred: the code location is built from the settings when imported, after the options set them
-    from pipelines.definitions import defs
+    # every setting checked, with the options' overrides, before anything runs
+    settings = settings_of(CorpusResource(docs_dir=None if path is None else str(path), docs_scope=scope))
+    # deferred: importing the module builds the code location from the environment, which main() set first
+    from pipelines.definitions import build_defs
 
     started = time.monotonic()
-    job = with_progress(defs.resolve_job_def("ingest_job"), show or (lambda line: print(line, file=sys.stderr)),
-                        started)
+    # built from these settings, not the module's `defs`: an earlier import in this process may have seen other ones
+    job = with_progress(build_defs(settings).resolve_job_def("ingest_job"),
+                        show or (lambda line: print(line, file=sys.stderr)), started)
     with DagsterInstance.get() as instance:
         result = job.execute_in_process(run_config=run_config(path, scope), instance=instance, raise_on_error=False)
     outcome = IngestOutcome(result.run_id, result.success, time.monotonic() - started)
