@@ -70,3 +70,16 @@ def test_the_summary_is_the_materialization_metadata():
     assert "documents  7: 5 new, 1 changed, 1 unchanged, 2 removed, 1 rejected" in text
     assert "vectors    headered: 30 inserted, 4 deleted, 10 unchanged, 40 collection size, in RagloomHeadered" in text
     assert "failed     graph_headered: Neo4j is down" in text
+
+
+def test_the_corpus_resource_gives_the_documents_folder_its_scope(tmp_path):
+    from ragloom.types import Scope
+    from resources import CorpusResource
+
+    docs, uploads = CorpusResource(docs_dir=str(tmp_path), docs_scope="acme/alice",
+                                   uploads_dir=str(tmp_path / "up")).sources()
+    assert (docs.root, docs.scope, docs.scope_from_path) == (tmp_path, Scope("acme", "alice"), False)
+    assert uploads.scope is None and uploads.scope_from_path
+    assert CorpusResource(docs_dir=str(tmp_path)).sources()[0].scope == Scope()
+    with pytest.raises(ConfigError, match="RAGLOOM_DOCS_SCOPE"):
+        CorpusResource(docs_dir=str(tmp_path), docs_scope="acme//x").sources()

@@ -55,3 +55,19 @@ def test_attachments_name_their_email_by_document_id_and_parse_limits_apply(tmp_
     assert set(by_id) == {"docs/mail.eml", "docs/mail.eml#kelpwatch_shipment.csv"}
     assert by_id["docs/mail.eml#kelpwatch_shipment.csv"].metadata["attached_to"] == "docs/mail.eml"
     assert [(r.source_path, r.reason) for r in got.rejections] == [(str(tmp_path / "long.csv"), "oversized")]
+
+
+def test_a_folder_scope_applies_to_its_documents_and_a_sidecar_narrows_it(tmp_path):
+    from ragloom.types import Scope
+
+    (tmp_path / "plan.md").write_text("# Plan\nthe tenant's plan")
+    (tmp_path / "memo.md").write_text("# Memo\nAlice's memo")
+    (tmp_path / "memo.md.meta.json").write_text('{"scope": "acme/alice"}')
+    (tmp_path / "leak.md").write_text("# Leak\nanother tenant's")
+    (tmp_path / "leak.md.meta.json").write_text('{"scope": "globex"}')
+    got = collect_documents([Source("docs", tmp_path, scope=Scope("acme"))], None, log=lambda _: None)
+    scopes = {d.document_id: d.scope.path for d in got.documents}
+    assert scopes == {"docs/plan.md": "acme", "docs/memo.md": "acme/alice"}
+    assert [r.source_path.endswith("leak.md") for r in got.rejections] == [True]  # a sidecar never widens it
+    unscoped = {d.document_id: d.scope.path for d in _collect(tmp_path).documents}
+    assert unscoped["docs/plan.md"] == "__shared__" and unscoped["docs/leak.md"] == "globex"
