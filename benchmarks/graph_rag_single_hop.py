@@ -21,8 +21,8 @@ difference from hybrid with a paired 95% bootstrap CI.
 
 The choice rule, the same on any group of sets: a point is feasible on a set when it meets that set's goal
 (single-hop: nDCG@10 >= hybrid - 0.002; multi-hop: R@10 >= 0.78 and R@5 >= hybrid + 0.04); the chosen point
-is feasible on every set of the group and has the highest mean nDCG@10 difference from hybrid over them (no
-feasible point: the highest mean). Leave-one-dataset-out applies the rule to two sets and scores the third.
+meets the goals of the most sets of the group, and among those has the highest mean nDCG@10 difference from
+hybrid over them. Leave-one-dataset-out applies the rule to two sets and scores the third.
 """
 
 from __future__ import annotations
@@ -41,13 +41,16 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 MULTI_HOP = {"musique"}
+COMBINE_KNOBS = ("lane_head", "walk_slots")
 LEVEL = {"obliqa": "passage"}  # every other set at document level
 REFERENCES = ("hybrid", "dense", "bm25")
 # name -> graph_rag options over its defaults: the two orders the gates combine, and the shipped default
 BUILTIN_CONFIGS = {
-    "lane": {"query_entities": False},  # no named entity: graph_rag answers with its lane's order
-    "walk": {"require_named": False, "lane_head": 0},  # the walk on every query, nothing kept from the lane
-    "default": {},
+    "lane": {"query_entities": False, "require_named": True},  # no named entity: the vector lane's order
+    "walk": {"require_named": False, "lane_head": 0, "max_named": 1000, "min_overlap": 0.0,
+             "walk_slots": 1000},  # the walk on every query, nothing kept from the lane
+    "default": {},  # as shipped
+    "previous default": {"require_named": True, "max_named": 1000, "min_overlap": 0.0, "walk_slots": 1000},
 }
 
 
@@ -181,12 +184,11 @@ def goal_met(name: str, d_ndcg: float, r10: float, d_r5: float) -> bool:
 
 
 def choose(points: dict[str, dict[str, dict[str, float]]], sets: Sequence[str]) -> str:
-    """The rule (module docstring) over ``sets``: feasible everywhere, then the best mean nDCG@10 difference."""
+    """The rule (module docstring) over ``sets``: the most goals met, then the best mean nDCG@10 difference."""
     def mean(p: str) -> float:
         return sum(points[p][s]["d_ndcg"] for s in sets) / len(sets)
 
-    feasible = [p for p in points if all(points[p][s]["met"] for s in sets)]
-    return max(feasible or list(points), key=mean)
+    return max(points, key=lambda p: (sum(points[p][s]["met"] for s in sets), mean(p)))
 
 
 def main_analyse(args: argparse.Namespace) -> int:
@@ -251,7 +253,7 @@ def gate_rule(point: dict[str, Any]) -> Callable[[dict[str, float]], bool]:
     """A point's gate: the walk answers when every signal threshold the point names passes."""
     from ragloom.retrieval.walk_gate import GateThresholds, should_walk
 
-    thresholds = GateThresholds(**{k: v for k, v in point.items() if k not in ("lane_head", "walk_slots")})
+    thresholds = GateThresholds(**{k: v for k, v in point.items() if k not in COMBINE_KNOBS})
     return lambda signals: should_walk(signals, thresholds)
 
 

@@ -54,16 +54,23 @@ class GraphRagRetriever(Retriever):
         "name_similarity": Option(0.0, min=0.0, max=1.0,
                                   help="a query name no entity has exactly seeds the entity whose name embeds closest, "
                                        "at this cosine or more (0 = exact names only)"),
-        "require_named": Option(True, help="walk only when the query names a graph entity; else the vector "
-                                           "lane answers (single-hop questions keep hybrid's ranking)"),
+        "require_named": Option(False, help="walk only when the query names a graph entity; else the vector "
+                                            "lane answers (off: the best candidates' entities seed the walk)"),
+        "max_named": Option(5, min=0, max=1000,
+                            help="the vector lane's order answers a query naming more graph entities than this "
+                                 "(seeds that many spread the walk thin)"),
+        "min_overlap": Option(0.7, min=0.0, max=1.0,
+                              help="the vector lane's order answers unless at least this share of the walk's first "
+                                   "10 chunks are in the lane's first 10 (a walk that re-ranks, not one that "
+                                   "drifts); 0 = always walk"),
         "lane_weight": Option(0.0, min=0.0, max=10.0,
                               help="RRF weight of the vector lane's own ranking fused with the walk's (0 = walk only)"),
         "lane_head": Option(3, min=0, max=1000,
                             help="the vector lane's first n chunks lead the answer, in its order; "
                                  "the walk ranks the rest"),
-        "walk_slots": Option(None, kind=int, min=0, max=1000,
+        "walk_slots": Option(6, min=0, max=1000,
                              help="after the lane's head the walk places at most this many chunks, then the lane's "
-                                  "order resumes; null = the walk ranks everything after the head"),
+                                  "order resumes (1000: the walk ranks everything after the head)"),
         "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),
         "cooccurrence_weight": Option(0.5, min=0.0, max=100.0, help="edge factor of same-sentence co-occurrence"),
         "synonym_weight": Option(1.0, min=0.0, max=100.0, help="edge factor of synonym edges (x similarity)"),
@@ -226,7 +233,8 @@ class GraphRagRetriever(Retriever):
 
 def gate_thresholds(options: dict[str, Any]) -> walk_gate.GateThresholds:
     """The walk's gate from the declared options (ragloom.retrieval.walk_gate)."""
-    return walk_gate.GateThresholds(min_named=1 if options["require_named"] else 0)
+    return walk_gate.GateThresholds(min_named=1 if options["require_named"] else 0, max_named=options["max_named"],
+                                    min_overlap=options["min_overlap"])
 
 
 def _query_nlp(context: Any, request: SearchRequest) -> Any:

@@ -66,19 +66,18 @@ def walk_signals(named: int, lane_scores: Sequence[float], lane_ids: Sequence[Ha
 
 @dataclass(frozen=True)
 class GateThresholds:
-    """The walk answers when every bound holds (the defaults hold always but for ``min_named``)."""
+    """The walk answers when every bound holds: the query names ``min_named`` to ``max_named`` (None: no upper
+    bound) graph entities, the walk keeps at least ``min_overlap`` of the lane's first ``TOP`` (it re-ranks the
+    lane rather than replacing it), and its first chunk holds at least ``min_concentration`` of the mass of its
+    first ``TOP``."""
 
     min_named: int = 1
-    max_lane_top: float = float("inf")
-    max_lane_margin: float = float("inf")
+    max_named: int | None = None
     min_overlap: float = 0.0
-    max_overlap: float = 1.0
     min_concentration: float = 0.0
-    max_concentration: float = 1.0
 
 
 def should_walk(signals: WalkSignals | Mapping[str, float], gate: GateThresholds) -> bool:
     s = signals if isinstance(signals, Mapping) else dataclasses.asdict(signals)
-    return (s["named"] >= gate.min_named and s["lane_top"] <= gate.max_lane_top
-            and s["lane_margin"] <= gate.max_lane_margin and gate.min_overlap <= s["overlap"] <= gate.max_overlap
-            and gate.min_concentration <= s["concentration"] <= gate.max_concentration)
+    return (s["named"] >= gate.min_named and (gate.max_named is None or s["named"] <= gate.max_named)
+            and s["overlap"] >= gate.min_overlap and s["concentration"] >= gate.min_concentration)

@@ -61,12 +61,23 @@ def test_signals_of_empty_orders():
 
 
 def test_gate_walks_only_when_every_bound_holds():
-    s = WalkSignals(named=1, lane_top=0.9, lane_margin=0.2, overlap=0.6, concentration=0.3)
+    s = WalkSignals(named=3, lane_top=0.9, lane_margin=0.2, overlap=0.7, concentration=0.3)
     assert should_walk(s, GateThresholds())
-    assert not should_walk(s, GateThresholds(min_named=2))
-    assert not should_walk(s, GateThresholds(max_lane_margin=0.1))
-    assert should_walk(s, GateThresholds(max_lane_margin=0.2))  # bounds are inclusive
-    assert not should_walk(s, GateThresholds(max_overlap=0.5))
+    assert not should_walk(s, GateThresholds(min_named=4))
+    assert should_walk(s, GateThresholds(max_named=3))  # bounds are inclusive
+    assert not should_walk(s, GateThresholds(max_named=2))
+    assert should_walk(s, GateThresholds(min_overlap=0.7))
+    assert not should_walk(s, GateThresholds(min_overlap=0.8))
     assert not should_walk(s, GateThresholds(min_concentration=0.4))
-    assert should_walk({"named": 1, "lane_top": 0.9, "lane_margin": 0.2, "overlap": 0.6, "concentration": 0.3},
-                       GateThresholds(max_lane_top=0.95))
+    assert should_walk({"named": 0, "lane_top": 0.9, "lane_margin": 0.2, "overlap": 1.0, "concentration": 0.3},
+                       GateThresholds(min_named=0, max_named=0, min_overlap=1.0))
+
+
+def test_graph_rag_gate_reads_its_declared_options():
+    from ragloom.options import option_defaults
+    from ragloom.retrieval.graph_rag import GraphRagRetriever, gate_thresholds
+
+    defaults = option_defaults(GraphRagRetriever.declared_options)
+    assert gate_thresholds(defaults) == GateThresholds(min_named=0, max_named=defaults["max_named"],
+                                                       min_overlap=defaults["min_overlap"])
+    assert gate_thresholds({**defaults, "require_named": True}).min_named == 1
