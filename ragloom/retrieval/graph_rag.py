@@ -153,7 +153,8 @@ class GraphRagRetriever(Retriever):
         items = self._ranked(request, graph, walk, mass, candidates)
         signals = walk_gate.walk_signals(len(named), [c.score for c in candidates], [c.chunk_id for c in candidates],
                                          [i.chunk_id for i in items], [i.score for i in items])
-        walked = walk_gate.should_walk(signals, gate_thresholds(options))
+        # with no lane to fall back to (it failed), the walk answers whatever its signals say
+        walked = not candidates or walk_gate.should_walk(signals, gate_thresholds(options))
         if not walked:  # the walk ran, but its signals say it would not help: the lane's order answers
             items = candidates[: request.fetch_k]
         else:
