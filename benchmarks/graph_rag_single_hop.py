@@ -44,6 +44,15 @@ MULTI_HOP = {"musique"}
 COMBINE_KNOBS = ("lane_head", "walk_slots")
 LEVEL = {"obliqa": "passage"}  # every other set at document level
 REFERENCES = ("hybrid", "dense", "bm25")
+# the gates and caps of the 2026-11-26 record, simulated when ``analyse`` gets no --grid (None: no bound)
+SWEEP = [
+    {"min_named": [0, 1, 2], "lane_head": [2, 3, 4], "walk_slots": [1, 2, 3, 4, 5, 6, 8, None]},
+    {"min_named": [1], "max_named": [2, 3, 4, 6], "lane_head": [2, 3], "walk_slots": [3, None]},
+    {"min_named": [1], "min_concentration": [0.35, 0.45], "min_overlap": [0, 0.7, 0.8], "lane_head": [3],
+     "walk_slots": [3, None]},
+    {"min_named": [0], "max_named": [2, 3, 4, 5, 6, 8, None], "min_overlap": [0, 0.6, 0.7, 0.8], "lane_head": [3],
+     "walk_slots": [3, 4, 5, 6, 8, None]},
+]
 # name -> graph_rag options over its defaults: the two orders the gates combine, and the shipped default
 BUILTIN_CONFIGS = {
     "lane": {"query_entities": False, "require_named": True},  # no named entity: the vector lane's order
@@ -197,17 +206,17 @@ def main_analyse(args: argparse.Namespace) -> int:
     from ragloom.evaluation.metrics import paired_difference_ci
 
     runs = [load_run(Path(p)) for p in args.runs]
-    grid = json.loads(args.grid)
     candidates: dict[str, Callable[[SetRun], dict[str, list[Any]]]] = {}
     for name in runs[0].systems:
         candidates[name] = lambda run, name=name: {q: [tuple(h) for h in run.systems[name][q]["hits"]]
                                                   for q in run.query_ids}
-    for values in itertools.product(*grid.values()):
-        point = dict(zip(grid, values, strict=True))
-        label = "gate " + " ".join(f"{k}={v}" for k, v in point.items())
-        rule = gate_rule(point)
-        candidates[label] = lambda run, rule=rule, point=point: gated(
-            run, rule, point.get("lane_head", 3), point.get("walk_slots"))
+    for grid in [json.loads(raw) for raw in args.grid] or SWEEP:
+        for values in itertools.product(*grid.values()):
+            point = dict(zip(grid, values, strict=True))
+            label = "gate " + " ".join(f"{k}={v}" for k, v in point.items())
+            rule = gate_rule(point)
+            candidates[label] = lambda run, rule=rule, point=point: gated(
+                run, rule, point.get("lane_head", 3), point.get("walk_slots"))
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for run in runs:
         hybrid = scores(run, candidates["hybrid"](run))
@@ -365,9 +374,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = sub.add_parser("analyse")
     a.add_argument("runs", nargs="+")
     a.add_argument("--json", default="")
-    a.add_argument("--grid", default='{"min_named": [1], "lane_head": [3], "walk_slots": [null]}',
-                   help="JSON {knob: [values]}: gates simulated over the product (knobs of GateThresholds, "
-                        "lane_head, walk_slots)")
+    a.add_argument("--grid", action="append", default=[],
+                   help="JSON {knob: [values]}, repeatable: gates simulated over each grid's product (knobs of "
+                        "GateThresholds, lane_head, walk_slots); default SWEEP")
     r = sub.add_parser("route")
     r.add_argument("runs", nargs="+")
     r.add_argument("--graph-rag", default="default", help="the collected graph_rag configuration routed to")
