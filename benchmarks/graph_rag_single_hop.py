@@ -281,6 +281,11 @@ def main_route(args: argparse.Namespace) -> int:
     for path in args.runs:
         raw = json.loads(Path(path).read_text())
         run = load_run(Path(path))
+        if args.gate:  # graph_rag as that simulated gate point (``analyse``'s combination of lane and walk)
+            point = json.loads(args.gate)
+            ranked = gated(run, gate_rule(point), point.get("lane_head", 3), point.get("walk_slots"))
+            run.systems["graph_rag gate"] = {q: {"hits": ranked[q]} for q in run.query_ids}
+            label["graph_rag"] = "graph_rag gate"
         doc = {s: _document_scores(run, label[s]) for s in strategies}
         query_ids = sorted(run.dataset.qrels)
         texts = {q.query_id: q.text for q in run.dataset.queries}
@@ -380,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r = sub.add_parser("route")
     r.add_argument("runs", nargs="+")
     r.add_argument("--graph-rag", default="default", help="the collected graph_rag configuration routed to")
+    r.add_argument("--gate", default="", help="JSON point: graph_rag as this simulated gate instead")
     r.add_argument("--seed", type=int, default=13)
     r.add_argument("--json", default="")
     args = parser.parse_args(argv)
