@@ -59,6 +59,9 @@ class MemoNlp:
             self._seen[text] = self._nlp(text)
         return self._seen[text]
 
+    def __getattr__(self, name):  # make_doc, pipe_names...: the pipeline's own
+        return getattr(self._nlp, name)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

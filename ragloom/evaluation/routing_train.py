@@ -68,13 +68,20 @@ def load_rows(eval_json: Path, settings: Any, log: Any = print) -> tuple[list[di
 
 
 def cross_validate(rows: Sequence[dict[str, Any]], strategies: list[str], folds: int = 5, seed: int = 13,
-                   resamples: int = 1000) -> dict[str, Any]:
-    from sklearn.model_selection import KFold
+                   resamples: int = 1000, by_dataset: bool = False) -> dict[str, Any]:
+    """Routing scored on queries the model never saw: ``folds`` shuffled folds, or with ``by_dataset`` one fold
+    per dataset (each set routed by a model trained on the other sets only)."""
+    from sklearn.model_selection import KFold, LeaveOneGroupOut
 
     X = np.asarray([r["features"] for r in rows], dtype=float)
     Y = np.asarray([[r["scores"][s] for s in strategies] for r in rows], dtype=float)
+    names = np.asarray([r["dataset"] for r in rows])
+    if by_dataset and len(set(names)) < 2:
+        raise ConfigError("leave-one-dataset-out needs rows of at least two datasets")
+    splits = LeaveOneGroupOut().split(X, groups=names) if by_dataset else \
+        KFold(folds, shuffle=True, random_state=seed).split(X)
     picks = np.zeros(len(rows), dtype=int)
-    for train, test in KFold(folds, shuffle=True, random_state=seed).split(X):
+    for train, test in splits:
         model = make_model(seed).fit(X[train], Y[train])
         router = LearnedRouter(model, strategies)
         for i in test:
@@ -102,9 +109,9 @@ def cross_validate(rows: Sequence[dict[str, Any]], strategies: list[str], folds:
                 "oracle": float(oracle[mask].mean()), "routing_accuracy": float(correct[mask].mean()),
                 "picks": {s: int((picks[mask] == j).sum()) for j, s in enumerate(strategies)}}
 
-    datasets = sorted({r["dataset"] for r in rows})
-    names = np.asarray([r["dataset"] for r in rows])
-    return {"metric": f"document {METRIC}", "folds": folds, "seed": seed, "strategies": strategies,
+    datasets = sorted(set(names))
+    return {"metric": f"document {METRIC}", "folds": "by dataset" if by_dataset else folds, "seed": seed,
+            "strategies": strategies,
             "pooled": summary(np.ones(len(rows), dtype=bool)),
             "per_dataset": {d: summary(names == d) for d in datasets},
             "confusion": {"rows_oracle_cols_pick": strategies, "matrix": confusion.tolist()},
@@ -112,7 +119,7 @@ def cross_validate(rows: Sequence[dict[str, Any]], strategies: list[str], folds:
 
 
 def train(eval_jsons: Sequence[Path], settings: Any, out: Path, folds: int = 5, seed: int = 13,
-          log: Any = print) -> dict[str, Any]:
+          log: Any = print, by_dataset: bool = False) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     strategies: list[str] | None = None
     for path in eval_jsons:
@@ -122,7 +129,7 @@ def train(eval_jsons: Sequence[Path], settings: Any, out: Path, folds: int = 5, 
         strategies = names
         rows += got
     assert strategies is not None
-    report = cross_validate(rows, strategies, folds, seed)
+    report = cross_validate(rows, strategies, folds, seed, by_dataset=by_dataset)
     X = np.asarray([r["features"] for r in rows], dtype=float)
     Y = np.asarray([[r["scores"][s] for s in strategies] for r in rows], dtype=float)
     card = {"trained_on": [str(p) for p in eval_jsons], "queries": len(rows), "data_sha256": data_hash(
@@ -180,7 +187,8 @@ def compare_table(report: dict[str, Any]) -> str:
 
 def table(report: dict[str, Any]) -> str:
     strategies = report["strategies"]
-    lines = [f"{report['metric']}, {report['folds']}-fold CV ({report['note']})",
+    folds = "leave-one-dataset-out" if report["folds"] == "by dataset" else f"{report['folds']}-fold CV"
+    lines = [f"{report['metric']}, {folds} ({report['note']})",
              f"{'set':<12}{'n':>5} " + " ".join(f"{s:>8}" for s in strategies) +
              f" {'rules':>7} {'adaptive [95% CI]':>24} {'oracle':>7} {'route acc':>9}  adaptive-best [CI]"]
     for name, s in [("pooled", report["pooled"]), *report["per_dataset"].items()]:
@@ -205,6 +213,8 @@ def add_router_command(subparsers: Any) -> None:
                    "where the adaptive strategy loads it from)")
     t.add_argument("--folds", type=int, default=5)
     t.add_argument("--seed", type=int, default=13)
+    t.add_argument("--by-dataset", action="store_true", help="report leave-one-dataset-out instead of --folds: "
+                   "each run's queries routed by a model trained on the other runs only")
     t.set_defaults(func=_cmd_train)
     c = sub.add_parser("compare", help="pool `ragloom eval` runs and set one strategy (adaptive) against the "
                        "best other, with a paired CI")
@@ -219,7 +229,8 @@ def _cmd_train(args: Any) -> int:
 
     settings = Settings.from_env()
     report = train([Path(p) for p in args.eval], settings, Path(args.out) if args.out else
-                   settings.resolved_router_model, folds=args.folds, seed=args.seed)
+                   settings.resolved_router_model, folds=args.folds, seed=args.seed,
+                   by_dataset=args.by_dataset)
     print(table(report))
     print(f"\nmodel: {report['model']}")
     return 0

@@ -13,7 +13,7 @@ import numpy as np
 
 from ragloom.errors import RagloomError, RetrievalError, StoreError
 from ragloom.options import Option
-from ragloom.retrieval import entity_match, fusion, graph_context, lanes, ppr
+from ragloom.retrieval import entity_match, fusion, graph_context, lanes, ppr, walk_gate
 from ragloom.retrieval.base import Retriever, SearchRequest, register_retrieval_strategy, store_call
 from ragloom.retrieval.graph_index import EdgeWeights, GraphCache, RetrievalGraph, Walk, relation_filter, snapshot_cache
 from ragloom.stores.base import GraphStore
@@ -54,13 +54,23 @@ class GraphRagRetriever(Retriever):
         "name_similarity": Option(0.0, min=0.0, max=1.0,
                                   help="a query name no entity has exactly seeds the entity whose name embeds closest, "
                                        "at this cosine or more (0 = exact names only)"),
-        "require_named": Option(True, help="walk only when the query names a graph entity; else the vector "
-                                           "lane answers (single-hop questions keep hybrid's ranking)"),
+        "require_named": Option(False, help="walk only when the query names a graph entity; else the vector "
+                                            "lane answers (off: the best candidates' entities seed the walk)"),
+        "max_named": Option(5, min=0, max=1000,
+                            help="the vector lane's order answers a query naming more graph entities than this "
+                                 "(seeds that many spread the walk thin)"),
+        "min_overlap": Option(0.7, min=0.0, max=1.0,
+                              help="the vector lane's order answers unless at least this share of the walk's first "
+                                   "10 chunks are in the lane's first 10 (a walk that re-ranks, not one that "
+                                   "drifts); 0 = always walk"),
         "lane_weight": Option(0.0, min=0.0, max=10.0,
                               help="RRF weight of the vector lane's own ranking fused with the walk's (0 = walk only)"),
         "lane_head": Option(3, min=0, max=1000,
                             help="the vector lane's first n chunks lead the answer, in its order; "
                                  "the walk ranks the rest"),
+        "walk_slots": Option(6, min=0, max=1000,
+                             help="after the lane's head the walk places at most this many chunks, then the lane's "
+                                  "order resumes (1000: the walk ranks everything after the head)"),
         "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),
         "cooccurrence_weight": Option(0.5, min=0.0, max=100.0, help="edge factor of same-sentence co-occurrence"),
         "synonym_weight": Option(1.0, min=0.0, max=100.0, help="edge factor of synonym edges (x similarity)"),
@@ -141,17 +151,24 @@ class GraphRagRetriever(Retriever):
             mass = ppr.bounded_pagerank(walk.transposed, walk.dangling, reset, max_hops=options["max_hops"],
                                         damping=options["damping"], max_iter=options["max_iter"])
         items = self._ranked(request, graph, walk, mass, candidates)
-        if options["lane_weight"] > 0:
-            with request.stage("fusion"):
-                items = fusion.rrf({"graph": items, "lane": candidates}, k=request.fetch_k,
-                                   weights={"lane": options["lane_weight"]})
-        if options["lane_head"] > 0:
-            items = _lane_first(candidates[: options["lane_head"]], items, request.fetch_k)
-        request.lane("graph")
+        signals = walk_gate.walk_signals(len(named), [c.score for c in candidates], [c.chunk_id for c in candidates],
+                                         [i.chunk_id for i in items], [i.score for i in items])
+        # with no lane to fall back to (it failed), the walk answers whatever its signals say
+        walked = not candidates or walk_gate.should_walk(signals, gate_thresholds(options))
+        if not walked:  # the walk ran, but its signals say it would not help: the lane's order answers
+            items = candidates[: request.fetch_k]
+        else:
+            if options["lane_weight"] > 0:
+                with request.stage("fusion"):
+                    items = fusion.rrf({"graph": items, "lane": candidates}, k=request.fetch_k,
+                                       weights={"lane": options["lane_weight"]})
+            items = walk_gate.combine(candidates, items, options["lane_head"], options["walk_slots"], request.fetch_k,
+                                      key=lambda item: item.chunk_id)
+            request.lane("graph")
         request.info["graph"] = {
             "seeds": [graph.entity_names[e] for e in entities], "named_in_query": len(named),
             "passage_seeds": len(scored), "chunks": graph.n_chunks, "entities": graph.n_entities,
-            "graph_version": str(graph.version)}
+            "graph_version": str(graph.version), "walked": walked, "signals": dataclasses.asdict(signals)}
         if options["relations"]:  # a predicate the graph never states filters everything out of that kind: say so
             _, predicates = relation_filter(options["relations"])
             missing = sorted(predicates - set(graph.relation_types))
@@ -215,10 +232,10 @@ class GraphRagRetriever(Retriever):
         return out[:want]
 
 
-def _lane_first(head: list[RetrievedItem], ranked: list[RetrievedItem], k: int) -> list[RetrievedItem]:
-    """``head`` in its own order, then ``ranked`` without the chunks already listed, at most ``k``."""
-    taken = {item.chunk_id for item in head}
-    return [*head, *(item for item in ranked if item.chunk_id not in taken)][:k]
+def gate_thresholds(options: dict[str, Any]) -> walk_gate.GateThresholds:
+    """The walk's gate from the declared options (ragloom.retrieval.walk_gate)."""
+    return walk_gate.GateThresholds(min_named=1 if options["require_named"] else 0, max_named=options["max_named"],
+                                    min_overlap=options["min_overlap"])
 
 
 def _query_nlp(context: Any, request: SearchRequest) -> Any:

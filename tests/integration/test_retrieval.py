@@ -92,6 +92,8 @@ def scifact_corpus(index, scifact) -> Corpus:
 # blocks of 8 questions. The 2-hop cases below were found by running hybrid and graph_rag (Personalized PageRank,
 # default options) over this subset.
 MUSIQUE_RANGES = ((0, 60), (240, 280), (1300, 1340), (1640, 1680))
+# the walk answers every query (gate and cap off): for tests of the walk itself
+WALK_ALWAYS = {"max_named": 1000, "min_overlap": 0.0, "walk_slots": 1000}
 GRAPH_BEATS_HYBRID = [  # (question, k, gold paragraph graph_rag reaches and hybrid misses)
     ("2hop__192622_62302", 10, "mq1657"),  # Peter Bonetti -> Chelsea -> the season's first goal
     ("2hop__192622_62302", 5, "mq1657"),
@@ -182,7 +184,8 @@ def test_items_carry_what_callers_need(scifact, scifact_corpus):
 def test_graph_rag_finds_multi_hop_gold(musique, musique_corpus):
     found = walked = 0
     for query in musique.queries:
-        result = musique_corpus.rag.query(query.text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0)
+        result = musique_corpus.rag.query(query.text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0,
+                                          require_named=True, **WALK_ALWAYS)
         walked += "graph" in result.metadata.lanes_run  # the others name no graph entity: the lane answers
         gold = set(musique.qrels[query.query_id])
         found += len(gold & set(doc_ids(result))) / len(gold)
@@ -194,7 +197,8 @@ def test_graph_rag_finds_multi_hop_gold(musique, musique_corpus):
 def test_graph_rag_reaches_a_gold_paragraph_hybrid_misses(musique, musique_corpus, question, k, gold):
     text = next(q.text for q in musique.queries if q.query_id == question)
     hybrid = musique_corpus.rag.query(text, strategy="hybrid", k=k, abstain=False)
-    graph = musique_corpus.rag.query(text, strategy="graph_rag", k=k, abstain=False, lane_weight=0.0)  # the walk
+    graph = musique_corpus.rag.query(text, strategy="graph_rag", k=k, abstain=False, lane_weight=0.0,
+                                     **WALK_ALWAYS)  # the walk
     assert gold not in doc_ids(hybrid)
     assert gold in doc_ids(graph)
     reached = next(i for i in graph.items if i.document_id == gold)
@@ -219,7 +223,7 @@ def test_graph_rag_prepends_the_visited_subgraph(musique, musique_corpus):
 
 def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_corpus):
     text = "Who scored the first goal of last season for Peter Bonetti's team?"
-    plain = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0)
+    plain = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0, **WALK_ALWAYS)
     assert plain.metadata.details["graph"]["named_in_query"] >= 1  # Peter Bonetti
     # passage seeds alone (no entity seed) would only smooth the vector lane: graph_rag says so and returns it
     lane_only = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, query_entities=False,
@@ -227,12 +231,13 @@ def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_cor
     assert lane_only.metadata.fallbacks == ["graph_rag->hybrid: no seed entities in the graph for this query"]
     assert "graph" not in lane_only.metadata.lanes_run and doc_ids(lane_only)
     heavy = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=0.0,
-                                     passage_weight=5.0)
-    fused = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=2.0)
+                                     passage_weight=5.0, **WALK_ALWAYS)
+    fused = musique_corpus.rag.query(text, strategy="graph_rag", k=10, abstain=False, lane_weight=2.0, **WALK_ALWAYS)
     assert doc_ids(fused) != doc_ids(plain)  # the vector lane's weight moves the walk's ranking
     assert doc_ids(heavy) != doc_ids(plain)  # the passage seeds' weight moves the ranking
     lane = musique_corpus.rag.query(text, strategy="hybrid", k=50, abstain=False, dedup=False)
-    walk = {"k": 10, "abstain": False, "dedup": False, "graph_context": False, "lane_weight": 0.0, "max_seeds": 5}
+    walk = {"k": 10, "abstain": False, "dedup": False, "graph_context": False, "lane_weight": 0.0, "max_seeds": 5,
+            **WALK_ALWAYS}
     walked = musique_corpus.rag.query(text, strategy="graph_rag", lane_head=0, **walk)
     headed = musique_corpus.rag.query(text, strategy="graph_rag", lane_head=3, **walk)
     assert [i.chunk_id for i in headed.items[:3]] == [i.chunk_id for i in lane.items[:3]]  # the lane leads
@@ -244,6 +249,33 @@ def test_graph_rag_options_shape_the_walk_and_bad_values_are_refused(musique_cor
             musique_corpus.rag.query(text, strategy="graph_rag", **bad)
 
 
+
+
+def test_graph_rag_gate_and_slots_bound_how_far_the_walk_moves_the_lane(musique_corpus):
+    # the walk runs on every query; by default it answers only when it re-ranks the lane rather than replacing
+    # it, and places at most walk_slots chunks after the lane's head (ragloom.retrieval.walk_gate)
+    text = "Who scored the first goal of last season for Peter Bonetti's team?"
+    # graph_rag's lane fetches 50 candidates (hybrid's fusion normalises over what each lane returned)
+    lane = [i.chunk_id for i in musique_corpus.rag.query(text, strategy="hybrid", k=50, abstain=False,
+                                                         dedup=False).items][:10]
+    base = {"k": 10, "abstain": False, "dedup": False, "graph_context": False}
+    free = musique_corpus.rag.query(text, strategy="graph_rag", **base, **WALK_ALWAYS)
+    signals = free.metadata.details["graph"]["signals"]
+    assert free.metadata.details["graph"]["walked"] and signals["named"] >= 1
+    moved = [i.chunk_id for i in free.items] != lane
+    assert moved  # otherwise nothing below could tell the gate's answer from the walk's
+    # a bound the query's signals fail: the lane's order answers, and the metadata says the walk did not
+    for bound in ({"min_overlap": min(1.0, signals["overlap"] + 0.1)}, {"max_named": signals["named"] - 1}):
+        held = musique_corpus.rag.query(text, strategy="graph_rag", **base, **{**WALK_ALWAYS, **bound})
+        assert [i.chunk_id for i in held.items] == lane, bound
+        assert held.metadata.details["graph"]["walked"] is False and "graph" not in held.metadata.lanes_run
+    # one slot: the lane's head, the walk's first chunk not in it, then the lane's own order
+    one = musique_corpus.rag.query(text, strategy="graph_rag", **base, **{**WALK_ALWAYS, "walk_slots": 1})
+    ids = [i.chunk_id for i in one.items]
+    head = lane[:3]
+    first_walked = next(c for c in (i.chunk_id for i in free.items) if c not in head)
+    assert ids[:4] == [*head, first_walked]
+    assert ids[4:] == [c for c in lane if c not in ids[:4]][: len(ids) - 4]
 
 BONETTI = "Who scored the first goal of last season for Peter Bonetti's team?"
 
@@ -344,7 +376,8 @@ def test_unknown_strategy_is_an_error_unless_the_fallback_is_asked_for(scifact, 
 
 def test_graph_rag_without_a_named_entity_answers_like_its_vector_lane(musique_corpus):
     # a query naming no graph entity: the hybrid lane already in flight answers (not re-run)
-    result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False)
+    result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False,
+                                      require_named=True)
     assert result.metadata.fallbacks == ["graph_rag->hybrid: the query names no entity of the graph"]
     assert result.metadata.lanes_run == ["hybrid"] and result.items
     hybrid = musique_corpus.rag.query("what is it about?", strategy="hybrid", k=3, abstain=False)
@@ -405,7 +438,7 @@ def test_graph_rag_whose_embedder_fails_seeds_the_walk_from_bm25(musique_corpus,
     _, nlp = models
     with Ragloom(musique_corpus.settings, vectors=musique_corpus.vectors, graph=musique_corpus.graph,
                  embedder=_BrokenEmbedder(), nlp=nlp) as broken:
-        result = broken.query(BONETTI, strategy="graph_rag", k=5, abstain=False)
+        result = broken.query(BONETTI, strategy="graph_rag", k=5, abstain=False, **WALK_ALWAYS)
     assert result.metadata.fallbacks == [
         "graph_rag: lane hybrid failed, bm25 seeds the walk: the embedding model crashed"]
     assert result.metadata.lanes_run == ["bm25", "graph"] and result.metadata.details["graph"]["passage_seeds"] > 0
@@ -579,13 +612,14 @@ def test_graph_lane_stays_in_scope(memos):
         assert set(doc_ids(result)) <= visible_documents(alice)
         assert not any(name in item.text.lower() for item in result.items for name in forbidden_names(alice))
         assert "zephyr" not in str(result.metadata).lower()
-    named_nothing = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False)
+    named_nothing = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False,
+                                    require_named=True)
     assert named_nothing.metadata.fallbacks == ["graph_rag->hybrid: the query names no entity of the graph"]
     walked = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=alice, abstain=False,
-                             require_named=False)  # seeded from her own best chunks' entities
+                             require_named=False, **WALK_ALWAYS)  # seeded from her own best chunks' entities
     assert "graph" in walked.metadata.lanes_run and "zephyr" not in str(walked.metadata).lower()
     bob = memos.rag.query("Zephyr Holdings", strategy="graph_rag", k=5, scope=SCOPES["bob"], abstain=False,
-                          seed_chunks=0)
+                          seed_chunks=0, **WALK_ALWAYS)
     assert "graph" in bob.metadata.lanes_run and doc_ids(bob)[0] == "memo-bob"
     assert "zephyr holdings" in [s.lower() for s in bob.metadata.details["graph"]["seeds"]]
 
@@ -705,19 +739,20 @@ def test_graph_rag_follows_an_ingest_and_a_deletion_without_a_restart(index, mod
         sync_graph(corpus.graph, EntityExtractor(nlp), "recursive", chunks)
 
     corpus = index("Refresh", HARBOR, ("recursive",), graph_for=("recursive",))
-    first = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
+    first = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False, **WALK_ALWAYS)
     assert "graph" in first.metadata.lanes_run and "h3" not in doc_ids(first)
     cache = next(v for k, v in corpus.rag.context.cache.items() if k[0] == "graph_index")
     h1_chunks = {c.chunk_id for c in get_chunker("recursive").chunk_many([HARBOR[0]])}
     assert h1_chunks <= set(cache.get("recursive").chunk_ids)
     sync(corpus, [*HARBOR, HARBOR_LATER])  # the same Ragloom object keeps answering
-    second = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False, lane_head=0)
+    second = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False, lane_head=0,
+                              **WALK_ALWAYS)
     assert second.metadata.details["graph"]["graph_version"] != first.metadata.details["graph"]["graph_version"]
     assert second.metadata.details["graph"]["chunks"] == first.metadata.details["graph"]["chunks"] + 1
     reached = [i for i in second.items if i.document_id == "h3"]
     assert reached and reached[0].lane_scores["graph"] > 0
     sync(corpus, [HARBOR[1], HARBOR_LATER])  # h1 deleted
-    third = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False)
+    third = corpus.rag.query(question, strategy="graph_rag", k=5, abstain=False, dedup=False, **WALK_ALWAYS)
     assert third.metadata.details["graph"]["chunks"] == second.metadata.details["graph"]["chunks"] - 1
     assert "h1" not in doc_ids(third)
     graph = cache.get("recursive")
