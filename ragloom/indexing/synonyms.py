@@ -22,7 +22,9 @@ import numpy as np
 from ragloom.embedding.base import Embedder
 from ragloom.errors import ConfigError
 from ragloom.extraction.resolution import contrasting_names, type_kind
+from ragloom.indexing.vectors import encode_cached
 from ragloom.settings import Settings
+from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.types import Log, no_log
 
@@ -91,7 +93,8 @@ class SynonymStats:
     entities_embedded: int = 0
     synonym_edges: int = 0  # SYNONYM edges written (each pair once)
     seconds: float = 0.0  # embedding, kNN and writes
-    embed_seconds: float = 0.0  # of it, the embedder
+    embed_seconds: float = 0.0  # of it, the embedder (cache lookups included)
+    names_cached: int = 0  # distinct names whose vector came from the embedding cache
 
 
 class SynonymLinker:
@@ -100,12 +103,16 @@ class SynonymLinker:
 
     The namespace's embedded entities are read once, on the first call that has something to embed, and
     kept in memory for the calls after it (one sync's waves). Not thread-safe: call from one thread.
+
+    Each distinct name is embedded once per call; with a ``cache`` (the embedding cache the vector lane uses,
+    keyed by model id and text) a name embedded by any earlier sync, in any namespace, is not embedded again.
     """
 
     def __init__(self, store: Neo4jStore, embedder: Embedder, params: SynonymParams | None = None,
-                 log: Log = no_log) -> None:
+                 log: Log = no_log, cache: EmbeddingCache | None = None) -> None:
         self.store = store
         self.embedder = embedder
+        self.cache = cache
         self.params = params or SynonymParams()
         self.log = log
         self.stats = SynonymStats()
@@ -130,7 +137,7 @@ class SynonymLinker:
         kinds = [type_kind(r["type"] or "") for r in rows]
         self._names.update((r["entity_id"], r["name"] or "") for r in rows)
         embedding = time.perf_counter()
-        vectors = _unit(self.embedder.encode([r["name"] or "" for r in rows]))
+        vectors = self._embed_names([r["name"] or "" for r in rows])
         self.stats.embed_seconds += time.perf_counter() - embedding
         assert self._ids is not None
         pairs = synonym_pairs(ids, vectors, kinds, self._ids, self._vectors, self._kinds, self.params, self._names)
@@ -144,6 +151,17 @@ class SynonymLinker:
         self.stats.synonym_edges += len(pairs)
         self.stats.seconds += time.perf_counter() - started
         return len(ids)
+
+    def _embed_names(self, names: list[str]) -> np.ndarray:
+        """Unit vectors of ``names``, each distinct name embedded (or read from the cache) once."""
+        distinct = list(dict.fromkeys(names))
+        if self.cache is None:
+            vectors = self.embedder.encode(distinct)
+        else:
+            vectors, hits = encode_cached(self.embedder, self.cache, distinct)
+            self.stats.names_cached += hits
+        row = {name: i for i, name in enumerate(distinct)}
+        return _unit(vectors)[[row[name] for name in names]]
 
     def _load(self, model: str) -> None:
         ids, names, types, vectors = self.store.entity_embeddings(model, self.params.key)
