@@ -58,6 +58,18 @@ def test_onnx_int8_stays_close_to_torch(abstracts, reference, int8_embedder):
     assert cos.mean() > 0.985
 
 
+def test_the_int8_encoder_is_fused_before_it_is_quantized(int8_embedder):
+    import onnx
+
+    from ragloom.embedding.onnx import FUSED_QUANT_RECIPE
+
+    ops = {node.op_type for node in onnx.load(str(int8_embedder.onnx_path)).graph.node}
+    # one operator per attention block, per residual + LayerNorm, per bias + GELU; integer matrix products
+    assert {"QAttention", "SkipLayerNormalization", "BiasGelu", "MatMulInteger"} <= ops
+    assert "Softmax" not in ops
+    assert int8_embedder.model_id.endswith(FUSED_QUANT_RECIPE)
+
+
 def test_vectors_are_unit_length(abstracts, onnx_embedder, int8_embedder):
     for embedder in (onnx_embedder, int8_embedder):
         norms = np.linalg.norm(embedder.encode(abstracts[:5]), axis=1)
