@@ -106,6 +106,9 @@ class ModelLayout:
         h = hashlib.sha256(EXPORT_RECIPE.encode())
         if head != "encoder":  # the embedder's fingerprints (and cached exports) stay what they were
             h.update(head.encode())
+        stored = _read_json(self.transformer_dir / "config.json")
+        if (stored.get("dtype") or stored.get("torch_dtype")) in ("float16", "bfloat16"):
+            h.update(b"loaded-as-fp32")  # exports of half checkpoints made before the fix are not reused
         weights = sorted(p for p in self.transformer_dir.iterdir()
                          if p.suffix in (".safetensors", ".bin") and p.is_file())
         if not weights:
@@ -132,7 +135,9 @@ def _export_fp32(transformer_dir: Path, target: Path, head: str = "encoder") -> 
 
     auto = AutoModel if head == "encoder" else AutoModelForSequenceClassification
     try:
-        model = auto.from_pretrained(str(transformer_dir), attn_implementation="eager").eval()
+        # Always fp32, whatever the checkpoint's storage dtype: an fp16/bf16 graph quantizes into int8 scales of
+        # that type, which onnxruntime's DequantizeLinear refuses, and the CPU runs fp32 anyway.
+        model = auto.from_pretrained(str(transformer_dir), attn_implementation="eager", dtype=torch.float32).eval()
     except Exception as e:  # transformers raises many kinds; all mean "cannot load"
         raise EmbeddingError(f"could not load {transformer_dir} for ONNX export: {e}") from e
     accepted = inspect.signature(model.forward).parameters

@@ -11,7 +11,7 @@ from ragloom.errors import EmbeddingError
 
 
 class SentenceTransformerEmbedder(Embedder):
-    def __init__(self, model: str = "", device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(self, model: str = "", device: str = "cpu", batch_size: int = 64, dtype: str = "fp32") -> None:
         from sentence_transformers import SentenceTransformer
 
         path = resolve_model_path(model)
@@ -19,10 +19,15 @@ class SentenceTransformerEmbedder(Embedder):
             self._model = SentenceTransformer(path, device=device)
         except Exception as e:  # the library raises many kinds; all mean "cannot load"
             raise EmbeddingError(f"could not load embedding model {path!r}: {e}") from e
+        if dtype != "fp32":  # half precision on a GPU; vectors come back as float32 all the same
+            import torch  # deferred: loaded by sentence-transformers above already
+
+            self._model.to({"fp16": torch.float16, "bf16": torch.bfloat16}[dtype])
         self.batch_size = batch_size
         self.dimension = int(self._model.get_embedding_dimension())
         self.max_tokens = int(self._model.max_seq_length)
-        self.model_id = f"{model or 'all-MiniLM-L6-v2'}|torch|{self.dimension}"
+        precision = "" if dtype == "fp32" else f"|{dtype}"
+        self.model_id = f"{model or 'all-MiniLM-L6-v2'}|torch|{self.dimension}{precision}"
         self.model_path = path
         self.backend = "torch"
 
@@ -35,4 +40,4 @@ class SentenceTransformerEmbedder(Embedder):
             )
         except (TypeError, ValueError, RuntimeError) as e:  # non-str input, or torch failing on the batch
             raise EmbeddingError(f"could not embed a batch of {len(texts)}: {e}") from e
-        return vectors.astype(np.float32, copy=False)
+        return np.asarray(vectors, dtype=np.float32)
