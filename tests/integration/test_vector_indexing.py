@@ -198,3 +198,20 @@ def test_empty_chunk_set_empties_the_collection(store, documents, chunker, embed
     sync_vectors(store, embedder, STRATEGY, chunks)
     report = sync_vectors(store, embedder, STRATEGY, [])
     assert report.deleted == len(chunks) and report.collection_size == 0
+
+
+def test_the_query_side_follows_the_model_the_collection_was_built_with(store, documents, chunker, embedder,
+                                                                         settings, tmp_path):
+    from tiny_models import build_encoder
+
+    from ragloom.api import Ragloom
+    from ragloom.embedding.onnx import OnnxEmbedder
+
+    chunks = chunker.chunk_many(documents[:2])
+    sync_vectors(store, embedder, STRATEGY, chunks)  # all-MiniLM-L6-v2 (onnx fp32): the configured int8 serves it
+    assert Ragloom(settings, vectors=store).context.embedder.model_id.split("|")[:2] == ["all-MiniLM-L6-v2",
+                                                                                          "onnx-int8"]
+    tiny = OnnxEmbedder(str(build_encoder(tmp_path / "tiny")), cache_dir=settings.cache_dir)
+    sync_vectors(store, tiny, STRATEGY, chunks)  # another model: the query side builds it
+    follower = Ragloom(settings, vectors=store).context.embedder
+    assert follower.model_id == tiny.model_id and follower.dimension == 32
