@@ -65,26 +65,32 @@ def synonym_pairs(new_ids: Sequence[str], new_vectors: np.ndarray, new_kinds: Se
     ids = [*old_ids, *new_ids]
     vectors = np.vstack([old_vectors, new_vectors]).astype(np.float32, copy=False) if len(old_ids) else \
         np.asarray(new_vectors, dtype=np.float32)
-    codes = {kind: i for i, kind in enumerate(sorted(set(old_kinds) | set(new_kinds)))}
-    kinds = np.array([codes[k] for k in [*old_kinds, *new_kinds]], dtype=np.int32)
     offset = len(old_ids)  # new row i is row offset + i of ``vectors``
-    k = min(params.neighbours, len(ids) - 1)
-    if k <= 0:
-        return []
-    block = max(1, SIMILARITIES_PER_BLOCK // len(ids))
+    members: dict[str, list[int]] = {}
+    for row, kind in enumerate([*old_kinds, *new_kinds]):
+        members.setdefault(kind, []).append(row)
     best: dict[tuple[str, str], float] = {}
-    for start in range(0, n_new, block):
-        rows = np.arange(offset + start, offset + min(start + block, n_new))
-        scores = vectors[rows] @ vectors.T
-        scores[np.arange(len(rows)), rows] = -np.inf  # not its own synonym
-        scores[kinds[rows][:, None] != kinds[None, :]] = -np.inf
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        top_scores = np.take_along_axis(scores, top, axis=1)
-        for r, j in zip(*np.nonzero(top_scores >= params.threshold), strict=True):
-            a, b = sorted((ids[rows[r]], ids[top[r, j]]))
-            if names is not None and contrasting_names(names[a], names[b]):
-                continue
-            best[(a, b)] = max(best.get((a, b), -1.0), round(float(top_scores[r, j]), 6))
+    # Kind by kind: an entity is only ever compared with entities of its own kind (a fraction of the products
+    # and scores a mask over all entities would cost).
+    for rows_of_kind in members.values():
+        rows = np.asarray(rows_of_kind)
+        first_new = int(np.searchsorted(rows, offset))  # rows ascend: the kind's new entities come last
+        k = min(params.neighbours, len(rows) - 1)
+        if first_new == len(rows) or k <= 0:
+            continue
+        group = vectors[rows]
+        block = max(1, SIMILARITIES_PER_BLOCK // len(rows))
+        for start in range(first_new, len(rows), block):
+            local = np.arange(start, min(start + block, len(rows)))
+            scores = group[local] @ group.T
+            scores[np.arange(len(local)), local] = -np.inf  # not its own synonym
+            top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+            top_scores = np.take_along_axis(scores, top, axis=1)
+            for r, j in zip(*np.nonzero(top_scores >= params.threshold), strict=True):
+                a, b = sorted((ids[rows[local[r]]], ids[rows[top[r, j]]]))
+                if names is not None and contrasting_names(names[a], names[b]):
+                    continue
+                best[(a, b)] = max(best.get((a, b), -1.0), round(float(top_scores[r, j]), 6))
     return sorted((a, b, s) for (a, b), s in best.items())
 
 
