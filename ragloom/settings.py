@@ -233,7 +233,7 @@ class Settings:
     embed_device: str = _setting("auto",
         "auto (a CUDA GPU when one is present, where the torch backend runs in the ONNX backends' place: the same "
         "vectors' family), cpu, cuda or cuda:N")
-    embed_batch_size: int = _setting(0, "texts per embedding model call; 0 = by device (CPU 64, GPU 512)")
+    embed_batch_size: int = _setting(0, "texts per embedding model call; 0 = by device (CPU 32, GPU 512)")
     embed_dtype: str = _setting("auto", "auto (fp16 on a GPU, fp32 on the CPU) | fp32 | fp16 | bf16 (torch on a GPU)")
     rerank_model: str = _setting(RERANK_DEFAULT_MODEL,
         "cross-encoder name (hub or its cache) or local folder; none = no reranker")

@@ -22,9 +22,10 @@ from ragloom.settings import Settings
 BACKENDS = ("torch", "onnx", "onnx-int8")
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("auto", "fp32", "fp16", "bf16")
-# Texts per model call when the settings say 0: on the CPU, small length-sorted batches keep activations in cache;
-# a GPU wants large ones (all-MiniLM-L6-v2 on an H200: 1,618 texts/s at 64, 2,578 at 256, 2,973 at 1,024).
-DEFAULT_BATCH = {"cpu": 64, "cuda": 512}
+# Texts per model call when the settings say 0: on 2 CPU cores the int8 model embeds 1.09x faster in batches of
+# 32 than of 64 (docs/experiments/2026-11-26-ingest-hardware-limit.md); a GPU wants large ones (all-MiniLM-L6-v2
+# on an H200: 1,618 texts/s at 64, 2,578 at 256, 2,973 at 1,024).
+DEFAULT_BATCH = {"cpu": 32, "cuda": 512}
 # The torch backend's dtype when the settings say auto: fp16 on a GPU (min cosine 0.999 to fp32 on SciFact
 # abstracts, bf16 0.996; up to ~1.5x fp32's speed there). The ONNX backends run fp32 (or their int8) graphs.
 DEFAULT_DTYPE = {"cpu": "fp32", "cuda": "fp16"}

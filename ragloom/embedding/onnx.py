@@ -27,24 +27,10 @@ from ragloom.settings import Settings, usable_cpus
 # Bump when the export or quantization recipe changes: a new fingerprint, a new model_id, no mixed vectors.
 EXPORT_RECIPE = "torchscript-opset17-v1"
 QUANT_RECIPE = "dynamic-qint8-per-channel-v1"
-# The encoder's int8 recipe: onnxruntime's transformer optimizer fuses embeddings + LayerNorm, attention, bias +
-# GELU and residual + LayerNorm into single operators first, then quantization turns the fused attention into
-# QAttention (1.3-1.4x the unfused int8 model on 2 AVX-512 VNNI cores, docs/experiments/
-# 2026-11-26-ingest-hardware-limit.md). The fused fp32 graph gives the same vectors as the unfused one (cosine 1.0).
-FUSED_QUANT_RECIPE = "fused-dynamic-qint8-per-channel-v2"
 OPSET = 17
 MAX_BATCH_TOKENS = 8192  # padded tokens per model call
 FP32_FILE = "model.onnx"
-
-
-def int8_file(recipe: str) -> str:
-    return f"model-int8-{recipe}.onnx"
-
-
-def quant_recipe(head: str) -> str:
-    """The int8 recipe of an export head: the encoder's is fused (embedders), the classifier's is not (its int8
-    scores were measured unfused)."""
-    return FUSED_QUANT_RECIPE if head == "encoder" else QUANT_RECIPE
+INT8_FILE = f"model-int8-{QUANT_RECIPE}.onnx"
 
 
 def local_model_dir(model: str) -> Path:
@@ -86,7 +72,6 @@ class ModelLayout:
         if not config:
             raise EmbeddingError(f"{self.transformer_dir} has no config.json: not a transformers model directory")
         self.dimension = int(config.get("hidden_size") or 0)
-        self.num_heads = int(config.get("num_attention_heads") or 0)  # 0: the optimizer reads it from the graph
         limit = int(config.get("max_position_embeddings") or 512)
         self.max_tokens = limit
         for name, key in (("sentence_bert_config.json", "max_seq_length"),
@@ -180,49 +165,18 @@ def export_model(layout: ModelLayout, cache_dir: Path, quantized: bool, head: st
         _build_atomically(fp32, lambda staged: _export_fp32(layout.transformer_dir, staged, head), "ONNX export")
     if not quantized:
         return fp32
-    recipe = quant_recipe(head)
-    int8 = folder / int8_file(recipe)
+    int8 = folder / INT8_FILE
     if not int8.exists():
-        if recipe == FUSED_QUANT_RECIPE:
-            _build_atomically(int8, lambda staged: _fuse_and_quantize(layout, fp32, staged), "int8 quantization")
-        else:
-            _build_atomically(int8, lambda staged: _quantize(fp32, staged), "int8 quantization")
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        # per_channel keeps the mean cosine to fp32 at 0.995 on SciFact abstracts (per-tensor: 0.937). onnxruntime
+        # fuses the quantized graph's operators itself when it loads it (ORT_ENABLE_ALL); fusing the transformer
+        # blocks offline first (onnxruntime.transformers' optimizer, QAttention) was measured no faster on 2 AVX-512
+        # VNNI cores (docs/experiments/2026-11-26-ingest-hardware-limit.md).
+        with _without_preprocess_advice():
+            _build_atomically(int8, lambda staged: quantize_dynamic(str(fp32), str(staged), per_channel=True,
+                                                                    weight_type=QuantType.QInt8), "int8 quantization")
     return int8
-
-
-def _quantize(source: Path, target: Path) -> None:
-    import onnx  # deferred: onnx and onnxruntime load only with a model
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    # per_channel keeps the mean cosine to fp32 at 0.995 on SciFact abstracts (per-tensor: 0.937). Tensors the
-    # fused operators (com.microsoft domain) produce have no inferred type: they are float.
-    with _without_preprocess_advice():
-        quantize_dynamic(str(source), str(target), per_channel=True, weight_type=QuantType.QInt8,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-
-
-def _fuse_and_quantize(layout: ModelLayout, fp32: Path, target: Path) -> None:
-    """The fp32 export with its transformer blocks fused (onnxruntime.transformers), then quantized to int8."""
-    from onnxruntime.transformers.optimizer import optimize_model  # deferred: with a model only
-
-    with _quiet_optimizer():
-        fused = optimize_model(str(fp32), model_type="bert", num_heads=layout.num_heads,
-                               hidden_size=layout.dimension, opt_level=0, use_gpu=False)
-    staged_fused = target.with_name("fused-" + target.name)
-    fused.save_model_to_file(str(staged_fused))
-    _quantize(staged_fused, target)
-
-
-@contextlib.contextmanager
-def _quiet_optimizer() -> Iterator[None]:
-    """The transformer optimizer logs each fusion at INFO/WARNING on its own loggers: not a user's concern."""
-    logger = logging.getLogger("onnxruntime.transformers")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 class _PreprocessAdvice(logging.Filter):
@@ -329,7 +283,7 @@ class OnnxEmbedder(Embedder):
         self.max_batch_tokens = max_batch_tokens
         self.pooling = layout.pooling
         self.backend = "onnx-int8" if quantized else "onnx"
-        recipe = f"{EXPORT_RECIPE}+{quant_recipe('encoder')}" if quantized else EXPORT_RECIPE
+        recipe = f"{EXPORT_RECIPE}+{QUANT_RECIPE}" if quantized else EXPORT_RECIPE
         self.model_id = f"{model or DEFAULT_MODEL_NAME}|{self.backend}|{self.dimension}|{recipe}"
 
         self._tokenizer = Tokenizer.from_file(str(layout.tokenizer_path))
