@@ -426,3 +426,19 @@ def test_entity_names_come_from_the_embedding_cache_once_embedded(store, embedde
     assert embedded == [] and again.entities_embedded == again.names_cached == 4
     assert synonym_edges(neo4j_driver, namespace) == edges
     assert {name: vector for name, (_, vector, _) in embeddings(neo4j_driver, namespace).items()} == names
+
+
+def test_name_vectors_of_another_backend_of_the_model_serve_the_query_side(store, embedder, neo4j_driver, namespace):
+    chunks = [c for doc, texts in BANK_TEXTS.items() for c in make_chunks(doc, texts)]
+    sync_graph(store, EntityExtractor(load_nlp()), STRATEGY, chunks, embedder=embedder)
+    ids, _ = store.retrieval_name_vectors(embedder.model_id)
+    assert len(ids) == 4
+
+    def relabel(model: str) -> None:
+        neo4j_driver.execute_query("MATCH (e:Entity {ns: $ns}) SET e.embedding_model = $model", ns=namespace,
+                                   model=model)
+
+    relabel("all-MiniLM-L6-v2|torch|384|fp16")  # as a GPU ingest stores them
+    assert sorted(store.retrieval_name_vectors(embedder.model_id)[0]) == sorted(ids)
+    relabel("another-model|torch|384")
+    assert store.retrieval_name_vectors(embedder.model_id)[0] == []
