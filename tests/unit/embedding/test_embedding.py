@@ -82,6 +82,17 @@ def test_batches_smaller_than_the_input(abstracts, limits):
     assert _cosines(small.encode(abstracts[:5]), big.encode(abstracts[:5])).min() > 0.99999
 
 
+def test_torch_batches_capped_by_tokens_give_the_same_vectors_in_the_callers_order(abstracts, torch_embedder):
+    from ragloom.embedding.sentence_transformer import SentenceTransformerEmbedder
+
+    texts = [abstracts[0], "a short claim", abstracts[3] * 2, "", abstracts[1][:300], abstracts[2]]
+    capped = SentenceTransformerEmbedder(batch_size=64, max_batch_tokens=300)  # one or two texts per model call
+    assert capped.max_batch_tokens == 300
+    assert _cosines(capped.encode(texts), torch_embedder.encode(texts)).min() > 0.9999
+    with pytest.raises(EmbeddingError, match="tokenize"):
+        capped.encode(["fine", 7])
+
+
 def test_long_text_is_truncated_like_sentence_transformers(abstracts, torch_embedder, onnx_embedder):
     long_text = " ".join(abstracts)  # thousands of tokens; the model reads the first 256
     assert onnx_embedder.max_tokens == torch_embedder.max_tokens == 256
