@@ -5,10 +5,12 @@ namespace with `sync_graph` (the path the pipeline runs) and clears it afterward
 same run, on a sample: spaCy's pipeline as shipped (every component, the parser on every sentence) in one
 process for extraction, and one transaction per chunk for writes.
 
-Target on 2 cores: extraction + write >= 100 chunks/s with the synonym pass (entity-name embeddings and
-SYNONYM edges), and the write stage <= 20% of the total. The sync without the synonym pass (the lane as it
-was before it) runs interleaved in the same process as the baseline for its cost. Also prints what the
-synonym edges link: pair counts per threshold and examples per score band.
+Target on 2 cores: extraction + write >= 180 chunks/s with the synonym pass (entity-name embeddings and
+SYNONYM edges), and the write stage <= 20% of the total. The synonym pass runs both on a first ingest (an
+empty embedding cache) and with the names already in the embedding cache (a re-ingest into a fresh graph).
+The sync without the synonym pass (the lane as it was before it) runs interleaved in the same process as
+the baseline for its cost. Also prints what the synonym edges link: pair counts per threshold and examples
+per score band.
 
     python benchmarks/ingest_graph.py [--repeats 3] [--limit N] [--n-process 0] [--no-svo] [--baseline-sample 300]
 """
@@ -20,6 +22,7 @@ import dataclasses
 import json
 import os
 import statistics
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,12 +33,13 @@ from ragloom.extraction.resolution import type_kind
 from ragloom.indexing.graph import sync_graph
 from ragloom.indexing.synonyms import SynonymParams, synonym_pairs
 from ragloom.settings import GEMM_BACKENDS, Settings
+from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.stores.neo4j import EntityVectors, Neo4jStore
 from ragloom.types import Chunk, make_chunk_id
 
 MUSIQUE = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique" / "corpus.jsonl"
 STRATEGY = "recursive"
-WITH, WITHOUT = "with synonym pass", "without (before)"
+WITH, WARM, WITHOUT = "with synonym pass", "with it, names cached", "without (before)"
 
 
 def musique_chunks(limit: int | None) -> list[Chunk]:
@@ -107,7 +111,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--limit", type=int, default=0, help="use only the first N paragraphs")
     parser.add_argument("--n-process", type=int, default=None,
-                        help="extraction processes (default RAGLOOM_SPACY_PROCESSES; 0 = one per CPU, at most 4)")
+                        help="extraction processes (default RAGLOOM_SPACY_PROCESSES; 0 = one per CPU, memory "
+                             "permitting)")
     parser.add_argument("--batch-size", type=int, default=64, help="nlp.pipe batch size")
     parser.add_argument("--baseline-sample", type=int, default=300, help="chunks for the baselines (0: skip)")
     parser.add_argument("--no-svo", action="store_true",
@@ -134,33 +139,47 @@ def main() -> None:
     embedder = make_embedder(settings)
     embedder.encode(["warm up"])
     params = SynonymParams.from_settings(settings)
-    # The sync with the synonym pass (what the pipeline runs) and without it (the graph lane before entity
-    # embeddings and synonyms), interleaved so that a busy machine slows both alike.
-    variants = {WITH: {"embedder": embedder, "synonyms": params}, WITHOUT: {}}
+    # The sync with the synonym pass (what the pipeline runs) on a first ingest (an empty embedding cache: every
+    # name embedded), on a re-ingest into a fresh graph (the names in the cache), and without it (the graph lane
+    # before entity embeddings and synonyms), interleaved so that a busy machine slows all alike.
+    scratch = tempfile.TemporaryDirectory(prefix="ragloom-bench-names-")
+    warm = EmbeddingCache(Path(scratch.name) / "warm")
+    cold_runs = iter(range(10**6))
+
+    def variant(name: str) -> dict:
+        if name == WITHOUT:
+            return {}
+        cache = warm if name == WARM else EmbeddingCache(Path(scratch.name) / f"cold{next(cold_runs)}")
+        return {"embedder": embedder, "synonyms": params, "cache": cache}
+
+    variants = (WITH, WARM, WITHOUT)
     runs: dict[str, list] = {name: [] for name in variants}
     with Neo4jStore.connect(settings, namespace=f"{settings.graph_namespace}_bench_{uuid.uuid4().hex[:8]}") as store:
         try:
             store.ensure_schema()
+            store.clear()
+            sync_graph(store, extractor, STRATEGY, chunks, **{**variant(WITH), "cache": warm})  # fills the warm cache
             for i in range(args.repeats):
                 for name in (list(variants) if i % 2 else list(variants)[::-1]):
                     store.clear()
-                    report = sync_graph(store, extractor, STRATEGY, chunks, **variants[name])
+                    report = sync_graph(store, extractor, STRATEGY, chunks, **variant(name))
                     runs[name].append((report, store.stats(top=5)))
                     print(f"  run {i + 1} {name}: {rate(len(chunks), report.seconds):.1f} chunks/s "
                           f"(sync {report.seconds:.1f}s); waiting on extraction {report.extract_seconds:.1f}s, "
                           f"on writes {report.write_seconds:.1f}s (write work {report.write_work_seconds:.1f}s"
                           + (f", of it synonym pass {report.synonym_seconds:.1f}s, "
-                             f"{report.synonym_embed_seconds:.1f}s of that embedding" if name == WITH else "") + ")")
+                             f"{report.synonym_embed_seconds:.1f}s of that embedding, {report.names_cached} names "
+                             f"from the cache" if name != WITHOUT else "") + ")")
             if report.entities_embedded == 0:  # the last run was the one without: the graph needs its synonyms
                 store.clear()
-                sync_graph(store, extractor, STRATEGY, chunks, **variants[WITH])
+                sync_graph(store, extractor, STRATEGY, chunks, **variant(WITH))
             synonyms = store.synonyms()
             vectors = store.entity_embeddings(embedder.model_id)
             # Incremental upkeep: a tenth of the documents removed and re-added (new chunk ids).
             tenth = {c.chunk_id for c in chunks[::10]}
             kept = [c for c in chunks if c.chunk_id not in tenth]
-            removal = sync_graph(store, extractor, STRATEGY, kept, **variants[WITH])
-            readd = sync_graph(store, extractor, STRATEGY, chunks, **variants[WITH])
+            removal = sync_graph(store, extractor, STRATEGY, kept, **variant(WITH))
+            readd = sync_graph(store, extractor, STRATEGY, chunks, **variant(WITH))
             store.clear()
             if args.baseline_sample:
                 sample = chunks[: args.baseline_sample]
@@ -168,6 +187,7 @@ def main() -> None:
                 store.clear()
         finally:
             store.clear()
+            scratch.cleanup()
     extraction_baseline = baseline_extraction(chunks[: args.baseline_sample], settings.spacy_model) \
         if args.baseline_sample else None
     started = time.perf_counter()
@@ -186,12 +206,14 @@ def main() -> None:
     wall = {name: statistics.median(r.seconds for r, _ in rs) for name, rs in runs.items()}
     print()
     print(f"median of {args.repeats} runs each, {n} chunks, load average now {os.getloadavg()[0]:.1f}")
-    for name in (WITHOUT, WITH):
+    for name in (WITHOUT, WITH, WARM):
         print(f"  sync {name:<22} {rate(n, wall[name]):6.1f} chunks/s ({wall[name]:.1f}s)")
-    print(f"  synonym pass costs     {wall[WITH] / wall[WITHOUT] - 1:+.1%} of the sync time "
+    print(f"  synonym pass costs     {wall[WITH] / wall[WITHOUT] - 1:+.1%} of the sync time, names cached "
+          f"{wall[WARM] / wall[WITHOUT] - 1:+.1%} "
           f"(median {statistics.median(r.synonym_seconds for r, _ in main):.1f}s of work on the writer thread: "
-          f"{report.entities_embedded} names embedded, {report.synonym_edges} synonym edges)   target >= 100 chunks/s "
-          f"with it: {'met' if rate(n, wall[WITH]) >= 100 else 'NOT met'}")
+          f"{report.entities_embedded} names embedded, {report.synonym_edges} synonym edges)   target >= 180 chunks/s "
+          f"with it: {'met' if rate(n, wall[WITH]) >= 180 else 'NOT met'} (names cached: "
+          f"{'met' if rate(n, wall[WARM]) >= 180 else 'NOT met'})")
     print(f"  waiting on extraction  {extract_s:6.1f}s")
     print(f"  neo4j write work       {work_s:6.1f}s = {rate(n, work_s):.1f} chunks/s; {write_s:.1f}s of it not "
           f"overlapped with extraction")

@@ -91,6 +91,14 @@ class Ragloom:
         from ragloom.embedding import make_embedder  # deferred: torch / onnxruntime load only with a model
 
         embedder = make_embedder(self.settings)
+        recorded = getattr(self.context.vectors, "recorded_models", None)
+        if callable(recorded):  # the query side follows the model the collections were indexed with
+            from ragloom.embedding.factory import EmbedderParams, follow_recorded  # deferred: as above
+
+            params = EmbedderParams.from_settings(self.settings)
+            follow = follow_recorded(params, embedder.model_id, recorded())
+            if follow is not None:
+                embedder = make_embedder(follow)
         if self._coalesce:
             embedder = CoalescingEmbedder(embedder)
             self._owned.append(embedder)

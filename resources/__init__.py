@@ -249,11 +249,13 @@ class Neo4jResource(StoreResource):
 class EmbedderResource(SettingsResource):
     model: str | None = Field(default=None, description="RAGLOOM_EMBED_MODEL: name or path")
     backend: str | None = Field(default=None, description="RAGLOOM_EMBED_BACKEND: torch|onnx|onnx-int8")
-    device: str | None = Field(default=None, description="RAGLOOM_EMBED_DEVICE: cpu or cuda")
-    batch_size: int | None = Field(default=None, description="RAGLOOM_EMBED_BATCH_SIZE")
+    device: str | None = Field(default=None, description="RAGLOOM_EMBED_DEVICE: auto, cpu or cuda")
+    batch_size: int | None = Field(default=None, description="RAGLOOM_EMBED_BATCH_SIZE (0: by device)")
+    dtype: str | None = Field(default=None, description="RAGLOOM_EMBED_DTYPE: auto, fp32, fp16 or bf16")
 
     settings_fields: ClassVar[dict[str, str]] = {
-        "model": "embed_model", "backend": "embed_backend", "device": "embed_device", "batch_size": "embed_batch_size"}
+        "model": "embed_model", "backend": "embed_backend", "device": "embed_device", "batch_size": "embed_batch_size",
+        "dtype": "embed_dtype"}
 
     def embedder(self):
         """Loaded once per process and shared by every asset of the run."""

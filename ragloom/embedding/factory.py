@@ -1,58 +1,133 @@
-"""Pick and build the embedder the settings ask for: backend (torch | onnx | onnx-int8), model, device, batch."""
+"""Pick and build the embedder the settings ask for: backend (torch | onnx | onnx-int8), model, device, batch, dtype.
+
+``device=auto`` (the default) takes a CUDA GPU when one is present. The ONNX backends have no GPU path here
+(onnxruntime without its CUDA provider), so on a GPU the torch backend runs instead, in fp16: the same weights,
+vectors of the same family (``ragloom.embedding.base.same_family``), so collections built on either side serve
+the other. Batch size and dtype default by device; settings override both.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragloom.embedding.base import Embedder
+from ragloom.embedding.base import Embedder, backend_of, model_family, same_family
 from ragloom.errors import ConfigError, EmbeddingError
 from ragloom.settings import Settings
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 DEVICES = ("cpu", "cuda", "auto")
+DTYPES = ("auto", "fp32", "fp16", "bf16")
+# Texts per model call when the settings say 0: on 2 CPU cores the int8 model embeds 1.09x faster in batches of
+# 32 than of 64 (docs/experiments/2026-11-26-ingest-hardware-limit.md); a GPU wants large ones (all-MiniLM-L6-v2
+# on an H200: 1,618 texts/s at 64, 2,578 at 256, 2,973 at 1,024).
+DEFAULT_BATCH = {"cpu": 32, "cuda": 512}
+# The torch backend's dtype when the settings say auto: fp16 on a GPU (min cosine 0.999 to fp32 on SciFact
+# abstracts, bf16 0.996; up to ~1.5x fp32's speed there). The ONNX backends run fp32 (or their int8) graphs.
+DEFAULT_DTYPE = {"cpu": "fp32", "cuda": "fp16"}
 
 
 @dataclass(frozen=True)
 class EmbedderParams:
     backend: str = "onnx-int8"  # the default of Settings.embed_backend
     model: str = ""  # name or path; '' = all-MiniLM-L6-v2 from its PyPI package
-    device: str = "cpu"  # cpu | cuda | cuda:N | auto (cuda when present, else cpu)
-    batch_size: int = 64
+    device: str = "auto"  # cpu | cuda | cuda:N | auto (a CUDA GPU when present, else cpu)
+    batch_size: int = 0  # texts per model call; 0 = by device (DEFAULT_BATCH)
     cache_dir: Path | None = None  # where ONNX exports are kept; None = Settings().cache_dir
+    dtype: str = "auto"  # auto (by device: DEFAULT_DTYPE) | fp32 | fp16 | bf16 (half precision: torch on a GPU)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbedderParams:
         return cls(backend=settings.embed_backend, model=settings.embed_model, device=settings.embed_device,
-                   batch_size=settings.embed_batch_size, cache_dir=settings.cache_dir)
+                   batch_size=settings.embed_batch_size, cache_dir=settings.cache_dir, dtype=settings.embed_dtype)
 
     def validate(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"embedding backend {self.backend!r}: choose {', '.join(BACKENDS)}")
         if self.device.split(":")[0] not in DEVICES:
             raise ConfigError(f"embedding device {self.device!r}: choose cpu, cuda, cuda:N or auto")
-        if self.batch_size < 1:
-            raise ConfigError(f"embedding batch size must be >= 1, got {self.batch_size}")
+        if self.batch_size < 0:
+            raise ConfigError(f"embedding batch size must be >= 1 (0: by device), got {self.batch_size}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"embedding dtype {self.dtype!r}: choose {', '.join(DTYPES)}")
 
 
-def resolve_device(device: str, backend: str) -> str:
-    """'auto' becomes cuda when the backend can use a GPU here, else cpu; an explicit cuda must exist."""
-    if backend == "torch":
-        import torch
+@dataclass(frozen=True)
+class Plan:
+    """What ``make_embedder`` builds for some params on this machine."""
 
-        has_gpu = torch.cuda.is_available()
-    else:
-        import onnxruntime as ort
+    backend: str
+    device: str
+    batch_size: int
+    dtype: str
 
-        has_gpu = "CUDAExecutionProvider" in ort.get_available_providers()
+
+def cuda_present() -> bool:
+    """A CUDA GPU torch can use. Checked without importing torch where no NVIDIA driver is loaded (a CPU
+    machine's service starts without paying torch's import)."""
+    if not (os.path.exists("/proc/driver/nvidia/version") or os.environ.get("CUDA_VISIBLE_DEVICES")):
+        return False
+    try:
+        import torch  # deferred: only on a machine with an NVIDIA driver
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def _onnx_has_cuda() -> bool:
+    import onnxruntime as ort  # deferred: with a model only
+
+    return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+def plan(params: EmbedderParams, *, has_cuda: bool | None = None, onnx_cuda: bool | None = None) -> Plan:
+    """Backend, device, batch size and dtype for ``params`` here: ``device=auto`` takes a present CUDA GPU,
+    with the torch backend when the ONNX Runtime installed has no CUDA provider; an explicit cuda must exist.
+    ``has_cuda`` / ``onnx_cuda`` stand for the probes (tests)."""
+    backend, device = params.backend, params.device
+    if device == "auto" or device.startswith("cuda"):
+        has_cuda = cuda_present() if has_cuda is None else has_cuda
     if device == "auto":
-        return "cuda" if has_gpu else "cpu"
-    if device.startswith("cuda") and not has_gpu:
-        raise EmbeddingError(f"embedding device {device!r} asked for, but the {backend} backend sees no CUDA GPU")
-    return device
+        device = "cuda" if has_cuda else "cpu"
+    if device.startswith("cuda"):
+        if not has_cuda:
+            raise EmbeddingError(f"embedding device {params.device!r} asked for, but no CUDA GPU is visible "
+                                 f"(torch.cuda.is_available() is false)")
+        if backend != "torch" and not (_onnx_has_cuda() if onnx_cuda is None else onnx_cuda):
+            if params.device != "auto":
+                raise EmbeddingError(f"embedding device {params.device!r} with the {backend} backend needs "
+                                     "onnxruntime-gpu; use the torch backend on a GPU (or device auto)")
+            backend = "torch"  # the same weights and vector family on the GPU
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    dtype = (DEFAULT_DTYPE[kind] if backend == "torch" else "fp32") if params.dtype == "auto" else params.dtype
+    if dtype != "fp32" and (backend != "torch" or kind == "cpu"):
+        raise ConfigError(f"embedding dtype {dtype} needs the torch backend on a GPU (this is {backend} on {kind}); "
+                          "use fp32 or auto")
+    return Plan(backend=backend, device=device, batch_size=params.batch_size or DEFAULT_BATCH[kind], dtype=dtype)
+
+
+def follow_recorded(params: EmbedderParams, model_id: str, recorded: Mapping[str, str]) -> EmbedderParams | None:
+    """The query side's embedder for collections that recorded these model ids (collection -> id): None when
+    ``model_id`` (the configured embedder's) is of every collection's family; else the params of the one other
+    model they all recorded. Collections of several other models, or of an id no backend here builds, are a
+    ConfigError: their vectors cannot be searched with one query vector."""
+    foreign = {name: rec for name, rec in recorded.items() if not same_family(rec, model_id)}
+    if not foreign:
+        return None
+    if len(foreign) < len(recorded) or len({model_family(rec) or rec for rec in foreign.values()}) > 1:
+        raise ConfigError(f"collections were indexed with different models ({sorted(set(recorded.values()))}); "
+                          "one query embedder cannot search them all: re-index them with one model")
+    target = next(iter(foreign.values()))
+    built = backend_of(target)
+    if built is None:
+        raise ConfigError(f"collections {sorted(foreign)} were indexed with {target!r}, which no embedding backend "
+                          f"here builds (configured: {model_id!r}); set RAGLOOM_EMBED_MODEL/BACKEND to it")
+    model, backend = built
+    return EmbedderParams(**{**params.__dict__, "model": model, "backend": backend})
 
 
 _built: dict[EmbedderParams, Embedder] = {}
@@ -90,13 +165,14 @@ def make_embedder(settings_or_params: Settings | EmbedderParams | Mapping[str, A
 
 
 def _build(params: EmbedderParams) -> Embedder:
-    device = resolve_device(params.device, params.backend)
-    if params.backend == "torch":
+    chosen = plan(params)
+    if chosen.backend == "torch":
         # deferred: torch / onnxruntime load only with a model
         from ragloom.embedding.sentence_transformer import SentenceTransformerEmbedder
 
-        return SentenceTransformerEmbedder(params.model, device=device, batch_size=params.batch_size)
+        return SentenceTransformerEmbedder(params.model, device=chosen.device, batch_size=chosen.batch_size,
+                                           dtype=chosen.dtype)
     from ragloom.embedding.onnx import OnnxEmbedder  # deferred: torch / onnxruntime load only with a model
 
-    return OnnxEmbedder(params.model, quantized=params.backend == "onnx-int8", device=device,
-                        batch_size=params.batch_size, cache_dir=params.cache_dir)
+    return OnnxEmbedder(params.model, quantized=chosen.backend == "onnx-int8", device=chosen.device,
+                        batch_size=chosen.batch_size, cache_dir=params.cache_dir)

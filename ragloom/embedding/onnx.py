@@ -91,6 +91,9 @@ class ModelLayout:
         h = hashlib.sha256(EXPORT_RECIPE.encode())
         if head != "encoder":  # the embedder's fingerprints (and cached exports) stay what they were
             h.update(head.encode())
+        stored = _read_json(self.transformer_dir / "config.json")
+        if (stored.get("dtype") or stored.get("torch_dtype")) in ("float16", "bfloat16"):
+            h.update(b"loaded-as-fp32")  # exports of half checkpoints made before the fix are not reused
         weights = sorted(p for p in self.transformer_dir.iterdir()
                          if p.suffix in (".safetensors", ".bin") and p.is_file())
         if not weights:
@@ -117,7 +120,9 @@ def _export_fp32(transformer_dir: Path, target: Path, head: str = "encoder") -> 
 
     auto = AutoModel if head == "encoder" else AutoModelForSequenceClassification
     try:
-        model = auto.from_pretrained(str(transformer_dir), attn_implementation="eager").eval()
+        # Always fp32, whatever the checkpoint's storage dtype: an fp16/bf16 graph quantizes into int8 scales of
+        # that type, which onnxruntime's DequantizeLinear refuses, and the CPU runs fp32 anyway.
+        model = auto.from_pretrained(str(transformer_dir), attn_implementation="eager", dtype=torch.float32).eval()
     except Exception as e:  # transformers raises many kinds; all mean "cannot load"
         raise EmbeddingError(f"could not load {transformer_dir} for ONNX export: {e}") from e
     accepted = inspect.signature(model.forward).parameters
@@ -164,7 +169,10 @@ def export_model(layout: ModelLayout, cache_dir: Path, quantized: bool, head: st
     if not int8.exists():
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        # per_channel keeps the mean cosine to fp32 at 0.995 on SciFact abstracts (per-tensor: 0.937).
+        # per_channel keeps the mean cosine to fp32 at 0.995 on SciFact abstracts (per-tensor: 0.937). onnxruntime
+        # fuses the quantized graph's operators itself when it loads it (ORT_ENABLE_ALL); fusing the transformer
+        # blocks offline first (onnxruntime.transformers' optimizer, QAttention) was measured no faster on 2 AVX-512
+        # VNNI cores (docs/experiments/2026-11-26-ingest-hardware-limit.md).
         with _without_preprocess_advice():
             _build_atomically(int8, lambda staged: quantize_dynamic(str(fp32), str(staged), per_channel=True,
                                                                     weight_type=QuantType.QInt8), "int8 quantization")

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 DEFAULT_ENTITY_TYPES = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW",
                         "LANGUAGE")
 NUMERIC_ENTITY_TYPES = ("DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL")
-MAX_AUTO_PROCESSES = 4
+# The automatic process count (RAGLOOM_SPACY_PROCESSES=0): one per usable CPU, as long as each worker can have
+# this much of the memory available (forked workers share the loaded pipeline; their own pages are ~0.2-0.3 GB).
+WORKER_MEMORY_BYTES = 512 * 2**20
 # extract_waves: waves of at least this many chunks, at most this many waves (resolution re-reads every
 # known entity per wave).
 MIN_WAVE_CHUNKS = 400
@@ -42,6 +44,18 @@ _NAMING_DEPS = ("compound", "nmod", "poss")
 _PRONOUNS = {"it": False, "they": False, "he": True, "she": True}
 _RELATION_TYPE = re.compile(r"[^A-Z0-9_]+")
 
+
+
+def auto_processes(cpus: int | None = None, available_bytes: int | None = None) -> int:
+    """Extraction worker processes when none are configured: one per usable CPU, fewer when the memory available
+    would not give each ``WORKER_MEMORY_BYTES``; at least one."""
+    if cpus is None:
+        cpus = usable_cpus()
+    if available_bytes is None:
+        import psutil  # deferred: only when the count is automatic
+
+        available_bytes = int(psutil.virtual_memory().available)
+    return max(1, min(cpus, available_bytes // WORKER_MEMORY_BYTES))
 
 
 @dataclass
@@ -80,8 +94,9 @@ class EntityExtractor:
     """Runs ``nlp.pipe`` over chunk texts in batches and resolves what NER found into entities.
 
     ``n_process`` > 1 forks that many worker processes, each with the loaded pipeline, for batches of at
-    least ``parallel_min_chunks`` chunks (smaller ones are not worth a fork); 0 means one per usable CPU,
-    at most 4. Workers send back only the entity spans and triples of each chunk, not spaCy Docs.
+    least ``parallel_min_chunks`` chunks (smaller ones are not worth a fork); 0 means ``auto_processes()``
+    (one per usable CPU, memory permitting). Workers send back only the entity spans and triples of each
+    chunk, not spaCy Docs.
     """
 
     def __init__(self, nlp: Language, *, entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES,
@@ -94,7 +109,7 @@ class EntityExtractor:
         self.entity_types = frozenset(entity_types)
         self.resolver = resolver or EntityResolver()
         self.batch_size = batch_size
-        self.n_process = n_process or min(usable_cpus(), MAX_AUTO_PROCESSES)
+        self.n_process = n_process or auto_processes()
         self.parallel_min_chunks = parallel_min_chunks
         self.min_wave_chunks = max(1, min_wave_chunks)
         # The parser runs either in the main pass over whole documents, or (pipelines from load_nlp) later,

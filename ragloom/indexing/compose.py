@@ -39,9 +39,10 @@ def index_vectors(settings: Settings, store: Any, embedder: Any, chunking: str, 
 
 def index_graph(settings: Settings, store: Any, extractor: Any, embedder: Any, chunking: str,
                 chunks: Sequence[Chunk], *, log: Log) -> GraphSyncReport:
-    """Neo4j holds the entities and relations of exactly the current chunks (synonym edges per the settings)."""
+    """Neo4j holds the entities and relations of exactly the current chunks (synonym edges per the settings;
+    entity names embedded through the shared embedding cache)."""
     return sync_graph(store, extractor, chunking, list(chunks), log=log, embedder=embedder,
-                      synonyms=SynonymParams.from_settings(settings))
+                      synonyms=SynonymParams.from_settings(settings), cache=embedding_cache(settings))
 
 
 def index_summaries(settings: Settings, store: Any, embedder: Any, chunking: str, chunks: Sequence[Chunk], *,

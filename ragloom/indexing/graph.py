@@ -13,6 +13,7 @@ from ragloom.extraction.extractor import EntityExtractor, Extraction
 from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
 from ragloom.indexing.synonyms import SynonymLinker, SynonymParams
 from ragloom.quality import SuiteOutcome
+from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.types import Chunk, Log, no_log
 
@@ -37,6 +38,7 @@ class GraphSyncReport(SyncReport):
     synonym_edges: int = 0  # SYNONYM edges written for them
     synonym_seconds: float = 0.0  # embedding names, kNN and writing embeddings and edges (on the writer thread)
     synonym_embed_seconds: float = 0.0  # of it, embedding the names
+    names_cached: int = 0  # distinct entity names whose vector the embedding cache held
     extraction_processes: int = 0  # spaCy processes the extraction ran in (1: in the run's own process)
     waves: int = 0  # extraction waves written one after the other
     extract_seconds: float = 0.0  # waiting for extraction (parsing and resolution)
@@ -57,7 +59,7 @@ class GraphSyncReport(SyncReport):
 
 def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chunks: list[Chunk],
                log: Log = no_log, *, embedder: Embedder | None = None,
-               synonyms: SynonymParams | None = None) -> GraphSyncReport:
+               synonyms: SynonymParams | None = None, cache: EmbeddingCache | None = None) -> GraphSyncReport:
     """Make the graph hold exactly ``chunks`` (all of ``strategy``): extract and write the new ones, delete
     the ones no longer present (withdrawing their evidence), refresh reading order of touched documents.
 
@@ -68,10 +70,11 @@ def sync_graph(store: Neo4jStore, extractor: EntityExtractor, strategy: str, chu
 
     With an ``embedder``, each wave's new entities get their name embedded and SYNONYM edges to close names
     (``ragloom.indexing.synonyms``); entities left without an embedding by an earlier run are done too.
+    Names are embedded through ``cache`` when one is given (a name embedded once is never embedded again).
     """
     started = time.perf_counter()
     report = GraphSyncReport(strategy=strategy)
-    linker = SynonymLinker(store, embedder, synonyms, log) if embedder is not None else None
+    linker = SynonymLinker(store, embedder, synonyms, log, cache) if embedder is not None else None
     try:
         _sync_chunks(store, extractor, strategy, chunks, report, log, linker)
         if linker is not None:
@@ -97,6 +100,7 @@ def _synonym_figures(report: GraphSyncReport, linker: SynonymLinker | None) -> N
         report.synonym_edges = linker.stats.synonym_edges
         report.synonym_seconds = linker.stats.seconds
         report.synonym_embed_seconds = linker.stats.embed_seconds
+        report.names_cached = linker.stats.names_cached
 
 
 def _write_wave(store: Neo4jStore, linker: SynonymLinker | None, extraction: Extraction) -> None:

@@ -22,7 +22,9 @@ import numpy as np
 from ragloom.embedding.base import Embedder
 from ragloom.errors import ConfigError
 from ragloom.extraction.resolution import contrasting_names, type_kind
+from ragloom.indexing.vectors import encode_cached
 from ragloom.settings import Settings
+from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.stores.neo4j import Neo4jStore
 from ragloom.types import Log, no_log
 
@@ -63,26 +65,32 @@ def synonym_pairs(new_ids: Sequence[str], new_vectors: np.ndarray, new_kinds: Se
     ids = [*old_ids, *new_ids]
     vectors = np.vstack([old_vectors, new_vectors]).astype(np.float32, copy=False) if len(old_ids) else \
         np.asarray(new_vectors, dtype=np.float32)
-    codes = {kind: i for i, kind in enumerate(sorted(set(old_kinds) | set(new_kinds)))}
-    kinds = np.array([codes[k] for k in [*old_kinds, *new_kinds]], dtype=np.int32)
     offset = len(old_ids)  # new row i is row offset + i of ``vectors``
-    k = min(params.neighbours, len(ids) - 1)
-    if k <= 0:
-        return []
-    block = max(1, SIMILARITIES_PER_BLOCK // len(ids))
+    members: dict[str, list[int]] = {}
+    for row, kind in enumerate([*old_kinds, *new_kinds]):
+        members.setdefault(kind, []).append(row)
     best: dict[tuple[str, str], float] = {}
-    for start in range(0, n_new, block):
-        rows = np.arange(offset + start, offset + min(start + block, n_new))
-        scores = vectors[rows] @ vectors.T
-        scores[np.arange(len(rows)), rows] = -np.inf  # not its own synonym
-        scores[kinds[rows][:, None] != kinds[None, :]] = -np.inf
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        top_scores = np.take_along_axis(scores, top, axis=1)
-        for r, j in zip(*np.nonzero(top_scores >= params.threshold), strict=True):
-            a, b = sorted((ids[rows[r]], ids[top[r, j]]))
-            if names is not None and contrasting_names(names[a], names[b]):
-                continue
-            best[(a, b)] = max(best.get((a, b), -1.0), round(float(top_scores[r, j]), 6))
+    # Kind by kind: an entity is only ever compared with entities of its own kind (a fraction of the products
+    # and scores a mask over all entities would cost).
+    for rows_of_kind in members.values():
+        rows = np.asarray(rows_of_kind)
+        first_new = int(np.searchsorted(rows, offset))  # rows ascend: the kind's new entities come last
+        k = min(params.neighbours, len(rows) - 1)
+        if first_new == len(rows) or k <= 0:
+            continue
+        group = vectors[rows]
+        block = max(1, SIMILARITIES_PER_BLOCK // len(rows))
+        for start in range(first_new, len(rows), block):
+            local = np.arange(start, min(start + block, len(rows)))
+            scores = group[local] @ group.T
+            scores[np.arange(len(local)), local] = -np.inf  # not its own synonym
+            top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+            top_scores = np.take_along_axis(scores, top, axis=1)
+            for r, j in zip(*np.nonzero(top_scores >= params.threshold), strict=True):
+                a, b = sorted((ids[rows[local[r]]], ids[rows[top[r, j]]]))
+                if names is not None and contrasting_names(names[a], names[b]):
+                    continue
+                best[(a, b)] = max(best.get((a, b), -1.0), round(float(top_scores[r, j]), 6))
     return sorted((a, b, s) for (a, b), s in best.items())
 
 
@@ -91,7 +99,8 @@ class SynonymStats:
     entities_embedded: int = 0
     synonym_edges: int = 0  # SYNONYM edges written (each pair once)
     seconds: float = 0.0  # embedding, kNN and writes
-    embed_seconds: float = 0.0  # of it, the embedder
+    embed_seconds: float = 0.0  # of it, the embedder (cache lookups included)
+    names_cached: int = 0  # distinct names whose vector came from the embedding cache
 
 
 class SynonymLinker:
@@ -100,12 +109,16 @@ class SynonymLinker:
 
     The namespace's embedded entities are read once, on the first call that has something to embed, and
     kept in memory for the calls after it (one sync's waves). Not thread-safe: call from one thread.
+
+    Each distinct name is embedded once per call; with a ``cache`` (the embedding cache the vector lane uses,
+    keyed by model id and text) a name embedded by any earlier sync, in any namespace, is not embedded again.
     """
 
     def __init__(self, store: Neo4jStore, embedder: Embedder, params: SynonymParams | None = None,
-                 log: Log = no_log) -> None:
+                 log: Log = no_log, cache: EmbeddingCache | None = None) -> None:
         self.store = store
         self.embedder = embedder
+        self.cache = cache
         self.params = params or SynonymParams()
         self.log = log
         self.stats = SynonymStats()
@@ -130,7 +143,7 @@ class SynonymLinker:
         kinds = [type_kind(r["type"] or "") for r in rows]
         self._names.update((r["entity_id"], r["name"] or "") for r in rows)
         embedding = time.perf_counter()
-        vectors = _unit(self.embedder.encode([r["name"] or "" for r in rows]))
+        vectors = self._embed_names([r["name"] or "" for r in rows])
         self.stats.embed_seconds += time.perf_counter() - embedding
         assert self._ids is not None
         pairs = synonym_pairs(ids, vectors, kinds, self._ids, self._vectors, self._kinds, self.params, self._names)
@@ -144,6 +157,17 @@ class SynonymLinker:
         self.stats.synonym_edges += len(pairs)
         self.stats.seconds += time.perf_counter() - started
         return len(ids)
+
+    def _embed_names(self, names: list[str]) -> np.ndarray:
+        """Unit vectors of ``names``, each distinct name embedded (or read from the cache) once."""
+        distinct = list(dict.fromkeys(names))
+        if self.cache is None:
+            vectors = self.embedder.encode(distinct)
+        else:
+            vectors, hits = encode_cached(self.embedder, self.cache, distinct)
+            self.stats.names_cached += hits
+        row = {name: i for i, name in enumerate(distinct)}
+        return _unit(vectors)[[row[name] for name in names]]
 
     def _load(self, model: str) -> None:
         ids, names, types, vectors = self.store.entity_embeddings(model, self.params.key)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ragloom import quality
 from ragloom.dynamic import is_injected
-from ragloom.embedding.base import Embedder
+from ragloom.embedding.base import Embedder, same_family
 from ragloom.errors import ConfigError, StoreError
 from ragloom.indexing.sync import SyncReport, current_chunks, overlap_writes, plan
 from ragloom.quality import SuiteOutcome
@@ -53,9 +53,11 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     Chunk ids are content-derived, so "in Weaviate already" means unchanged: only new ids are embedded
     (cache first) and written, in batches (memory stays flat; writing batch n overlaps embedding n+1),
     and ids no longer current are deleted after the inserts (an edited document is never missing).
-    A collection indexed with another model id is dropped and rebuilt. Idempotent: a second call with
-    the same chunks writes nothing. Objects that still fail after the store's retries are collected
-    over all batches; then StoreError names them (the next sync retries them: they count as new).
+    A collection indexed with another model is dropped and rebuilt; one indexed by another backend of the same
+    model (``same_family``: e.g. torch on a GPU, onnx-int8 on the CPU) is kept, its vectors and the new ones
+    side by side. Idempotent: a second call with the same chunks writes nothing. Objects that still fail after
+    the store's retries are collected over all batches; then StoreError names them (the next sync retries them:
+    they count as new).
     """
     started = time.perf_counter()
     report = VectorSyncReport(strategy=strategy)
@@ -64,7 +66,7 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
         raise ConfigError(f"sync_vectors: batch_size must be >= 1, got {batch_size}")
 
     info = store.collection_info(strategy)
-    if info and info.get("model_id") and info["model_id"] != embedder.model_id:
+    if info and info.get("model_id") and not same_family(info["model_id"], embedder.model_id):
         log(f"{strategy}: collection was indexed with {info['model_id']}; rebuilding for {embedder.model_id}")
         store.drop_collection(strategy)
         report.recreated = True

@@ -297,8 +297,13 @@ RETURN collect(a.entity_id) AS source, collect(b.entity_id) AS target, collect(r
 """
 
 RETRIEVAL_NAME_VECTORS = """
-MATCH (e:Entity) WHERE e.ns = $ns AND e.embedding_model = $model
+MATCH (e:Entity) WHERE e.ns = $ns AND e.embedding_model IN $models
 RETURN collect(e.entity_id) AS entity_id, collect(e.embedding) AS embedding
+"""
+
+NAME_EMBEDDING_MODELS = """
+MATCH (e:Entity) WHERE e.ns = $ns AND e.embedding_model IS NOT NULL
+RETURN DISTINCT e.embedding_model AS model
 """
 
 RETRIEVAL_SYNONYMS = """
@@ -477,5 +482,9 @@ def retrieval_synonyms(ns: str) -> Query:
     return RETRIEVAL_SYNONYMS, {"ns": ns}
 
 
-def retrieval_name_vectors(ns: str, model: str) -> Query:
-    return RETRIEVAL_NAME_VECTORS, {"ns": ns, "model": model}
+def retrieval_name_vectors(ns: str, models: list[str]) -> Query:
+    return RETRIEVAL_NAME_VECTORS, {"ns": ns, "models": models}
+
+
+def name_embedding_models(ns: str) -> Query:
+    return NAME_EMBEDDING_MODELS, {"ns": ns}

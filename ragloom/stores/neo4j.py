@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ragloom.embedding.base import same_family
 from ragloom.errors import ConfigError, StoreError
 from ragloom.extraction.resolution import KnownEntity, voted_type
 from ragloom.stores import cypher
@@ -370,9 +371,12 @@ class Neo4jStore(Closing):
                 "synonyms": self._run(cypher.retrieval_synonyms(self.namespace))[0]}
 
     def retrieval_name_vectors(self, model: str) -> tuple[list[str], np.ndarray]:
-        """(entity ids, their name embeddings from ``model`` as a float32 matrix) of the entities that have one
-        (the synonym pass stores them at ingest)."""
-        row = self._run(cypher.retrieval_name_vectors(self.namespace, model))[0]
+        """(entity ids, their name embeddings as a float32 matrix) of the entities that have one from ``model`` or
+        another backend of it (``same_family``: a graph built on a GPU serves a CPU query side); the synonym pass
+        stores them at ingest."""
+        stored = [r["model"] for r in self._run(cypher.name_embedding_models(self.namespace))]
+        models = [m for m in stored if same_family(m, model)] or [model]
+        row = self._run(cypher.retrieval_name_vectors(self.namespace, models))[0]
         vectors = decode_vectors(row["embedding"])
         return list(row["entity_id"]), vectors
 

@@ -393,3 +393,52 @@ def test_synonym_settings_apply_and_a_change_links_every_entity_again(store, emb
     assert 2 <= len(edges) == loose.synonym_edges <= 3
     assert sync_graph(store, extractor, STRATEGY, chunks, embedder=embedder,
                       synonyms=SynonymParams(threshold=0.1, neighbours=1)).entities_embedded == 0
+
+
+def test_entity_names_come_from_the_embedding_cache_once_embedded(store, embedder, neo4j_driver, namespace,
+                                                                   tmp_path):
+    from ragloom.stores.embedding_cache import EmbeddingCache
+
+    embedded: list[str] = []
+
+    class Counting(type(embedder)):  # the real model; records what reaches it
+        def __init__(self) -> None:
+            self.__dict__.update(embedder.__dict__)
+
+        def encode(self, texts):
+            embedded.extend(texts)
+            return embedder.encode(texts)
+
+    extractor = EntityExtractor(load_nlp())
+    chunks = [c for doc, texts in BANK_TEXTS.items() for c in make_chunks(doc, texts)]
+    cache = EmbeddingCache(tmp_path / "cache")
+    first = sync_graph(store, extractor, STRATEGY, chunks, embedder=Counting(), cache=cache)
+    names = {name: vector for name, (_, vector, _) in embeddings(neo4j_driver, namespace).items()}
+    assert first.entities_embedded == len(names) == 4 and first.names_cached == 0
+    assert sorted(embedded) == sorted(set(embedded)) and len(embedded) == 4  # each distinct name once
+    edges = synonym_edges(neo4j_driver, namespace)
+
+    store.clear()
+    embedded.clear()
+    # A fresh graph (and a new cache object on the same folder: the cache is persisted) embeds nothing.
+    again = sync_graph(store, extractor, STRATEGY, chunks, embedder=Counting(),
+                       cache=EmbeddingCache(tmp_path / "cache"))
+    assert embedded == [] and again.entities_embedded == again.names_cached == 4
+    assert synonym_edges(neo4j_driver, namespace) == edges
+    assert {name: vector for name, (_, vector, _) in embeddings(neo4j_driver, namespace).items()} == names
+
+
+def test_name_vectors_of_another_backend_of_the_model_serve_the_query_side(store, embedder, neo4j_driver, namespace):
+    chunks = [c for doc, texts in BANK_TEXTS.items() for c in make_chunks(doc, texts)]
+    sync_graph(store, EntityExtractor(load_nlp()), STRATEGY, chunks, embedder=embedder)
+    ids, _ = store.retrieval_name_vectors(embedder.model_id)
+    assert len(ids) == 4
+
+    def relabel(model: str) -> None:
+        neo4j_driver.execute_query("MATCH (e:Entity {ns: $ns}) SET e.embedding_model = $model", ns=namespace,
+                                   model=model)
+
+    relabel("all-MiniLM-L6-v2|torch|384|fp16")  # as a GPU ingest stores them
+    assert sorted(store.retrieval_name_vectors(embedder.model_id)[0]) == sorted(ids)
+    relabel("another-model|torch|384")
+    assert store.retrieval_name_vectors(embedder.model_id)[0] == []

@@ -123,14 +123,30 @@ def test_cache_spares_the_model_after_a_rebuild(store, documents, chunker, embed
     assert store.near_vector(STRATEGY, probe, 1)[0].chunk_id == chunks[2].chunk_id
 
 
-def test_a_model_change_rebuilds_the_collection(store, documents, chunker, embedder):
+def test_another_backend_of_the_model_keeps_the_collection_and_another_model_rebuilds_it(
+        store, documents, chunker, embedder, tmp_path):
+    from tiny_models import build_encoder
+
+    from ragloom.embedding.onnx import OnnxEmbedder
+
     chunks = chunker.chunk_many(documents[:3])
-    sync_vectors(store, embedder, STRATEGY, chunks)
+    sync_vectors(store, embedder, STRATEGY, chunks)  # onnx fp32
     int8 = make_embedder({"backend": "onnx-int8"})
-    report = sync_vectors(store, int8, STRATEGY, chunks)
+    kept = sync_vectors(store, int8, STRATEGY, chunks)
+    assert not kept.recreated and kept.inserted == kept.embedded == 0
+    assert store.collection_info(STRATEGY)["model_id"] == embedder.model_id
+    more = chunker.chunk_many(documents[3:5])
+    added = sync_vectors(store, int8, STRATEGY, chunks + more)
+    assert not added.recreated and added.inserted == len(more)
+    # int8 query vectors find the fp32 vectors, and fp32 query vectors the int8 ones
+    assert store.near_vector(STRATEGY, int8.encode([chunks[2].embed_text])[0], 1)[0].chunk_id == chunks[2].chunk_id
+    assert store.near_vector(STRATEGY, embedder.encode([more[1].embed_text])[0], 1)[0].chunk_id == more[1].chunk_id
+
+    other = OnnxEmbedder(str(build_encoder(tmp_path / "tiny")), cache_dir=tmp_path / "cache")  # another model
+    report = sync_vectors(store, other, STRATEGY, chunks)
     assert report.recreated and report.inserted == len(chunks) and report.deleted == 0
-    assert store.collection_info(STRATEGY)["model_id"] == int8.model_id
-    assert sync_vectors(store, int8, STRATEGY, chunks).inserted == 0
+    assert store.collection_info(STRATEGY)["model_id"] == other.model_id
+    assert sync_vectors(store, other, STRATEGY, chunks).inserted == 0
 
 
 class _BrokenForOneText(Embedder):
@@ -182,3 +198,20 @@ def test_empty_chunk_set_empties_the_collection(store, documents, chunker, embed
     sync_vectors(store, embedder, STRATEGY, chunks)
     report = sync_vectors(store, embedder, STRATEGY, [])
     assert report.deleted == len(chunks) and report.collection_size == 0
+
+
+def test_the_query_side_follows_the_model_the_collection_was_built_with(store, documents, chunker, embedder,
+                                                                         settings, tmp_path):
+    from tiny_models import build_encoder
+
+    from ragloom.api import Ragloom
+    from ragloom.embedding.onnx import OnnxEmbedder
+
+    chunks = chunker.chunk_many(documents[:2])
+    sync_vectors(store, embedder, STRATEGY, chunks)  # all-MiniLM-L6-v2 (onnx fp32): the configured int8 serves it
+    assert Ragloom(settings, vectors=store).context.embedder.model_id.split("|")[:2] == ["all-MiniLM-L6-v2",
+                                                                                          "onnx-int8"]
+    tiny = OnnxEmbedder(str(build_encoder(tmp_path / "tiny")), cache_dir=settings.cache_dir)
+    sync_vectors(store, tiny, STRATEGY, chunks)  # another model: the query side builds it
+    follower = Ragloom(settings, vectors=store).context.embedder
+    assert follower.model_id == tiny.model_id and follower.dimension == 32

@@ -340,3 +340,11 @@ def test_connect_to_nothing_is_a_clear_error(settings):
         port = s.getsockname()[1]  # closed again when the block ends: nobody listens there
     with pytest.raises(StoreError, match="unreachable"):
         WeaviateStore.connect(replace(settings, weaviate_http_port=port, weaviate_grpc_port=port))
+
+
+def test_another_backend_of_the_recorded_model_is_accepted_and_recorded_models_lists_it(scratch):
+    scratch.ensure_collection(STRATEGY, 384, model_id="all-MiniLM-L6-v2|torch|384")
+    scratch.ensure_collection(STRATEGY, 384, model_id="all-MiniLM-L6-v2|onnx-int8|384|recipe-v2")  # same weights
+    with pytest.raises(StoreError, match="another model"):
+        scratch.ensure_collection(STRATEGY, 384, model_id="another-model|torch|384")
+    assert scratch.recorded_models() == {scratch.collection_name(STRATEGY): "all-MiniLM-L6-v2|torch|384"}

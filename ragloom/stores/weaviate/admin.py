@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ragloom.embedding.base import same_family
 from ragloom.errors import StoreError
 from ragloom.stores.analysis import ANALYZER
 from ragloom.stores.weaviate.errors import store_errors
@@ -16,7 +17,8 @@ class Admin(Versions):
 
     def ensure_collection(self, strategy: str, dimension: int, model_id: str = "") -> None:
         """Create the strategy's collection when missing; an existing one must hold vectors of ``dimension``
-        (and of ``model_id``, when given and recorded), else StoreError: drop it first to change models.
+        (and of ``model_id``'s family, when given and recorded: another backend of the same model is fine), else
+        StoreError: drop it first to change models.
         The prefix's versions collection is ensured here too, so that writes change no schema (in a cluster a
         schema change waits on the Raft leader: 90 s when it has just died)."""
         from weaviate.classes.config import Configure, VectorDistances
@@ -29,9 +31,9 @@ class Admin(Versions):
             if stored_dim not in (None, dimension):
                 raise StoreError(f"collection {name} holds {stored_dim}-dimensional vectors, not {dimension}: "
                                  "the embedding model changed; drop the collection to re-index")
-            if model_id and info.get("model_id") and info["model_id"] != model_id:
-                raise StoreError(f"collection {name} was indexed with {info['model_id']!r}, not {model_id!r}: "
-                                 "drop the collection to re-index")
+            if model_id and info.get("model_id") and not same_family(info["model_id"], model_id):
+                raise StoreError(f"collection {name} was indexed with {info['model_id']!r}, not {model_id!r} "
+                                 "(another model, not another backend of it): drop the collection to re-index")
             if info and (info.get("bm25_k1"), info.get("bm25_b")) != (self.bm25_k1, self.bm25_b):
                 self._set_bm25_parameters(strategy, info)
             return

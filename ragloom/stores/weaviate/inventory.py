@@ -83,6 +83,20 @@ class Inventory:
         with store_errors("list collections"):
             return [n for n in self.client.collections.list_all(simple=True) if n.startswith(self.prefix)]
 
+    def recorded_models(self) -> dict[str, str]:
+        """Collection name -> the model id ``ensure_collection`` recorded, for this prefix's chunk collections."""
+        models: dict[str, str] = {}
+        for name in self.prefixed_collections():
+            with store_errors(f"read collection config of {name}"):
+                description = self.client.collections.use(name).config.get().description or ""
+            try:
+                info = json.loads(description)
+            except ValueError:
+                continue
+            if isinstance(info, dict) and info.get("model_id"):
+                models[name] = str(info["model_id"])
+        return models
+
     def exists(self, strategy: str) -> bool:
         with store_errors("exists"):
             return bool(self.client.collections.exists(self.collection_name(strategy)))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ragloom.embedding import EmbedderParams, make_embedder
+from ragloom.embedding.factory import DEFAULT_BATCH
 from ragloom.embedding.onnx import FP32_FILE, ModelLayout, OnnxEmbedder, _build_atomically, local_model_dir
 from ragloom.errors import ConfigError, EmbeddingError
 
@@ -81,6 +82,17 @@ def test_batches_smaller_than_the_input(abstracts, limits):
     assert _cosines(small.encode(abstracts[:5]), big.encode(abstracts[:5])).min() > 0.99999
 
 
+def test_torch_batches_capped_by_tokens_give_the_same_vectors_in_the_callers_order(abstracts, torch_embedder):
+    from ragloom.embedding.sentence_transformer import SentenceTransformerEmbedder
+
+    texts = [abstracts[0], "a short claim", abstracts[3] * 2, "", abstracts[1][:300], abstracts[2]]
+    capped = SentenceTransformerEmbedder(batch_size=64, max_batch_tokens=300)  # one or two texts per model call
+    assert capped.max_batch_tokens == 300
+    assert _cosines(capped.encode(texts), torch_embedder.encode(texts)).min() > 0.9999
+    with pytest.raises(EmbeddingError, match="tokenize"):
+        capped.encode(["fine", 7])
+
+
 def test_long_text_is_truncated_like_sentence_transformers(abstracts, torch_embedder, onnx_embedder):
     long_text = " ".join(abstracts)  # thousands of tokens; the model reads the first 256
     assert onnx_embedder.max_tokens == torch_embedder.max_tokens == 256
@@ -111,7 +123,8 @@ def test_factory_reuses_a_loaded_model_and_reads_settings(onnx_embedder):
 @pytest.mark.parametrize("params, message", [
     ({"backend": "tensorflow"}, "backend"),
     ({"backend": "onnx", "device": "tpu"}, "device"),
-    ({"backend": "onnx", "batch_size": 0}, "batch size"),
+    ({"backend": "onnx", "batch_size": -1}, "batch size"),
+    ({"backend": "onnx", "dtype": "int4"}, "dtype"),
     ({"backend": "onnx", "normalize": False}, "unknown embedder parameter"),
 ])
 def test_factory_rejects_bad_params(params, message):
@@ -122,14 +135,49 @@ def test_factory_rejects_bad_params(params, message):
 def test_cuda_is_used_when_present_and_refused_when_absent():
     import torch
 
+    from ragloom.embedding.factory import cuda_present
+
+    assert cuda_present() == torch.cuda.is_available()
     if torch.cuda.is_available():
-        embedder = make_embedder(EmbedderParams(backend="torch", device="auto"))
+        embedder = make_embedder(EmbedderParams(device="auto"))  # the default backend, onnx-int8, asked for
         assert embedder.encode(["x"]).shape == (1, 384)
-        assert str(embedder._model.device).startswith("cuda")
+        assert str(embedder._model.device).startswith("cuda") and embedder.backend == "torch"
     else:
         with pytest.raises(EmbeddingError, match="no CUDA GPU"):
             make_embedder({"backend": "torch", "device": "cuda"})
-        assert make_embedder({"backend": "onnx", "device": "auto"}).encode(["x"]).shape == (1, 384)
+        embedder = make_embedder({"backend": "onnx", "device": "auto"})
+        assert embedder.encode(["x"]).shape == (1, 384) and embedder.batch_size == DEFAULT_BATCH["cpu"]
+
+
+@pytest.mark.parametrize("params, gpu, onnx_gpu, expected", [
+    # device auto: the GPU when there is one, with torch in the ONNX backends' place when onnxruntime has no CUDA
+    ({}, False, False, ("onnx-int8", "cpu", 32, "fp32")),
+    ({}, True, False, ("torch", "cuda", 512, "fp16")),
+    ({}, True, True, ("onnx-int8", "cuda", 512, "fp32")),
+    ({"backend": "torch"}, True, False, ("torch", "cuda", 512, "fp16")),
+    # settings override batch size, dtype and device
+    ({"batch_size": 1024, "dtype": "bf16"}, True, False, ("torch", "cuda", 1024, "bf16")),
+    ({"device": "cpu"}, True, False, ("onnx-int8", "cpu", 32, "fp32")),
+    ({"device": "cuda:1", "backend": "torch", "dtype": "fp32"}, True, False, ("torch", "cuda:1", 512, "fp32")),
+])
+def test_backend_batch_and_dtype_follow_the_device(params, gpu, onnx_gpu, expected):
+    from ragloom.embedding.factory import plan
+
+    chosen = plan(EmbedderParams(**params), has_cuda=gpu, onnx_cuda=onnx_gpu)
+    assert (chosen.backend, chosen.device, chosen.batch_size, chosen.dtype) == expected
+
+
+@pytest.mark.parametrize("params, gpu, error, message", [
+    ({"device": "cuda"}, False, EmbeddingError, "no CUDA GPU"),
+    ({"device": "cuda", "backend": "onnx"}, True, EmbeddingError, "onnxruntime-gpu"),  # asked for explicitly
+    ({"dtype": "fp16"}, False, ConfigError, "torch backend on a GPU"),
+    ({"dtype": "fp16", "backend": "onnx-int8", "device": "cpu"}, True, ConfigError, "torch backend on a GPU"),
+])
+def test_impossible_device_plans_are_clear_errors(params, gpu, error, message):
+    from ragloom.embedding.factory import plan
+
+    with pytest.raises(error, match=message):
+        plan(EmbedderParams(**params), has_cuda=gpu, onnx_cuda=False)
 
 
 def test_export_is_cached_and_reused(onnx_embedder):

@@ -21,7 +21,7 @@ from ragloom.extraction import (
     normalize_name,
     query_entities,
 )
-from ragloom.extraction.extractor import usable_cpus
+from ragloom.extraction.extractor import WORKER_MEMORY_BYTES, auto_processes, usable_cpus
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse
 from ragloom.extraction.resolution import (
     canonical_types,
@@ -441,7 +441,15 @@ def test_waves_cover_every_chunk_once_and_later_waves_reuse_earlier_entities(nlp
 
 
 def test_process_count_zero_means_one_per_cpu(nlp):
-    assert EntityExtractor(nlp, n_process=0).n_process == min(usable_cpus(), 4)
+    assert EntityExtractor(nlp, n_process=0).n_process == auto_processes() <= usable_cpus()
+    assert EntityExtractor(nlp, n_process=7).n_process == 7  # the setting overrides
+
+
+def test_automatic_process_count_scales_with_cores_and_is_bounded_by_memory():
+    plenty = 64 * WORKER_MEMORY_BYTES
+    assert [auto_processes(cpus, plenty) for cpus in (1, 2, 4, 16, 48)] == [1, 2, 4, 16, 48]
+    assert auto_processes(16, 3 * WORKER_MEMORY_BYTES + 1) == 3
+    assert auto_processes(16, 0) == 1
     with pytest.raises(ConfigError, match="processes"):
         EntityExtractor(nlp, n_process=-1)
 

@@ -57,7 +57,8 @@ def _builders():
         "retrieval_entities": (HOSTILE,),
         "retrieval_relations": (HOSTILE,),
         "retrieval_synonyms": (HOSTILE,),
-        "retrieval_name_vectors": (HOSTILE, HOSTILE),
+        "retrieval_name_vectors": (HOSTILE, [HOSTILE]),
+        "name_embedding_models": (HOSTILE,),
     }
     public = {name for name, fn in inspect.getmembers(cypher, inspect.isfunction)
               if fn.__module__ == cypher.__name__ and not name.startswith("_")} - {"batched"}

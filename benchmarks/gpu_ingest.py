@@ -1,0 +1,116 @@
+"""Vector ingestion on a GPU: SciFact chunks through ragloom's embedder as `device=auto` builds it, in chunks/s.
+
+Prints the plan the factory chose (backend, device, batch size, dtype), embed-only chunks/s with it, a sweep of
+batch sizes and dtypes (each a separately built embedder), the cosine of the GPU vectors to the CPU onnx-int8
+vectors of the same chunks (one vector family: collections built here serve a CPU query side), and with
+``--write`` embed + Weaviate write (`sync_vectors` into a fresh collection, the stack started if needed). The
+baseline in the same run: the same embedder on the same machine's CPU (torch fp32, a sample). Aim on one
+H100/H200: >= 2,500 chunks/s.
+
+    python benchmarks/gpu_ingest.py [--documents 0] [--batches 256,512,1024] [--dtypes fp32,fp16,bf16] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
+
+
+def chunks_of(data: Path, documents: int) -> list:
+    from ragloom.chunking import RecursiveChunker
+    from ragloom.types import Document, sha256_hex
+
+    docs = []
+    with (data / "corpus.jsonl").open() as f:
+        for line in f:
+            r = json.loads(line)
+            text = f"{r['title']}\n\n{r['text']}"
+            docs.append(Document(document_id=r["_id"], title=r["title"], text=text, source_path="corpus.jsonl",
+                                 format="jsonl", content_hash=sha256_hex(text)))
+            if len(docs) == documents:
+                break
+    return RecursiveChunker().chunk_many(docs)
+
+
+def rate(embedder, texts: list[str], call: int = 4096) -> float:
+    """chunks/s over ``texts`` in calls of ``call`` texts (sync_vectors' batches are smaller on the CPU)."""
+    embedder.encode(texts[:256])  # warm-up: CUDA context, kernels
+    started = time.perf_counter()
+    for begin in range(0, len(texts), call):
+        embedder.encode(texts[begin:begin + call])
+    return len(texts) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--documents", type=int, default=0, help="first N abstracts (0 = all 5,183)")
+    parser.add_argument("--batches", default="256,512,1024")
+    parser.add_argument("--dtypes", default="fp32,fp16,bf16")
+    parser.add_argument("--cpu-sample", type=int, default=300, help="chunks for the CPU baseline")
+    parser.add_argument("--write", action="store_true", help="also embed + write into Weaviate")
+    args = parser.parse_args()
+
+    from ragloom.embedding import EmbedderParams, make_embedder
+    from ragloom.embedding.factory import cuda_present, plan
+
+    chunks = chunks_of(args.data, args.documents)
+    texts = [c.embed_text for c in chunks]
+    print(f"SciFact: {len(chunks)} chunks; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
+          f"CUDA present: {cuda_present()}", flush=True)
+    if not cuda_present():
+        print("no CUDA GPU here: the figures below are the CPU's (device=auto resolves to cpu)", flush=True)
+    chosen = plan(EmbedderParams())
+    print(f"device=auto plan: {chosen}", flush=True)
+    auto = make_embedder(EmbedderParams(), reuse=False)
+    auto_rate = rate(auto, texts)
+    print(f"auto      {auto.model_id}: {auto_rate:8.1f} chunks/s", flush=True)
+
+    cpu = make_embedder({"backend": "torch", "device": "cpu"}, reuse=False)
+    sample = texts[: args.cpu_sample]
+    cpu_rate = rate(cpu, sample, call=256)
+    print(f"baseline  the same machine's CPU, torch fp32 ({len(sample)} chunks): {cpu_rate:8.1f} chunks/s -> "
+          f"auto x{auto_rate / cpu_rate:.1f}", flush=True)
+
+    int8 = make_embedder({"backend": "onnx-int8", "device": "cpu"}, reuse=False)
+    reference = int8.encode(sample)
+    cos = (auto.encode(sample) * reference).sum(axis=1)
+    print(f"family    cosine of auto's vectors to CPU onnx-int8 on {len(sample)} chunks: min {cos.min():.4f} "
+          f"mean {cos.mean():.4f}", flush=True)
+
+    if cuda_present():
+        for dtype in [d for d in args.dtypes.split(",") if d]:
+            for batch in [int(b) for b in args.batches.split(",") if b]:
+                embedder = make_embedder({"backend": "torch", "device": "cuda", "dtype": dtype, "batch_size": batch},
+                                         reuse=False)
+                r = rate(embedder, texts)
+                print(f"sweep     torch {dtype} batch {batch:5d}: {r:8.1f} chunks/s", flush=True)
+                del embedder
+
+    if args.write:
+        from ragloom import stack
+        from ragloom.indexing.vectors import sync_vectors
+        from ragloom.settings import Settings
+        from ragloom.stores.weaviate import WeaviateStore
+
+        settings = stack.up(Settings.from_env())
+        store = WeaviateStore.connect(replace(settings, collection_prefix=f"BenchGpu{uuid.uuid4().hex[:8]}"))
+        try:
+            report = sync_vectors(store, auto, "recursive", chunks, batch_size=max(256, chosen.batch_size * 4))
+        finally:
+            store.drop_collections()
+            store.close()
+        print(f"write     embed + write: {len(chunks) / report.seconds:8.1f} chunks/s (embed "
+              f"{report.embed_seconds:.1f}s, write {report.write_seconds:.1f}s overlapped)   aim >= 2,500", flush=True)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
