@@ -62,6 +62,8 @@ NOT_RUN: dict[str, str] = {
     "graph_chains": "the chain questions over the sample corpus; tests/integration/test_graph_view.py runs the same "
                     "judge (test_chain_questions)",
     "graph_context_speed": "times the context item over a graph `ragloom eval` filled (--namespace)",
+    "graph_rag_single_hop": "collects graph_rag configurations on three dev sets (ingests each once; an hour on 2 "
+                            "cores); figures in docs/experiments/2026-11-26-graph-rag-single-hop.md",
     "gpu_ingest": "the GPU path (device=auto on a CUDA machine); on a CPU it only repeats ingest_vectors' figures",
 }
 
