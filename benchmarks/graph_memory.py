@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
               f"| {row['matvec_ms']:.2f} |", flush=True)
         built = {**row, "transposed": walk.transposed, "dangling": walk.dangling, "n_chunks": graph.n_chunks}
         del graph, walk, random_matrix
-    big = max(results, key=lambda r: r["chunks"])
+    built_rows = [r for r in results if not r.get("tiled_matrix")] or results
+    big = min(built_rows, key=lambda r: abs(r["chunks"] - 100_000))  # the target is stated at 100k
     verdict = "met" if big["memory_mb"] <= TARGET_MB_AT_100K else "NOT met"
     print(f"\nmemory at {big['chunks']:,} chunks: {big['memory_mb']:.1f} MB "
           f"(target <= {TARGET_MB_AT_100K:.0f} MB at 100k): {verdict}")
