@@ -8,6 +8,17 @@ embedding cache unless --cache, so every chunk is really embedded) which is drop
 Also reported: RSS after the model load, so the growth with size is visible apart from the model.
 
     python benchmarks/scaling.py [--sizes 1000,5000,20000] [--backend torch] [--cache] [--documents 0]
+
+``--precomputed`` measures the store side alone at sizes the embedder cannot reach here (1M chunks would take
+hours on 2 cores): one collection grows step by step to each size in ``--sizes`` (e.g. 100000,1000000) from
+the same pool, each chunk written with the pool's cached vector (the embedding cache must hold the pool:
+run a cached ingest of it once) plus seeded Gaussian noise for every copy after the first (cosine ~0.98 to
+its original: exact duplicates would make a degenerate HNSW graph). Per step: the write rate (Weaviate
+indexes on insert: write rate = index rate), Weaviate's RSS and data on disk, and p50 / p95 of the hybrid
+and dense strategies (defaults, post-processing included) over SciFact claims, next to one bare near-vector
+call. A step whose projected Weaviate RSS passes ``--max-weaviate-gb`` is skipped, and said so.
+
+    python benchmarks/scaling.py --precomputed --sizes 100000,300000,1000000 [--queries 100] [--keep]
 """
 
 from __future__ import annotations
@@ -94,6 +105,144 @@ def phase_ingest(args: argparse.Namespace) -> dict:
             "rss_after_model_mb": rss_model, "peak_rss_mb": peak_rss_mb()}
 
 
+NOISE = 0.008  # per-dimension sigma of the copies' perturbation: cosine ~0.98 to the original (384 dimensions)
+
+
+def _rss_mb(pid: int | None) -> float:
+    if pid is None:
+        return float("nan")
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _disk_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20 if path.is_dir() else float("nan")
+
+
+def _percentiles(times: list[float]) -> tuple[float, float]:
+    import numpy as np
+
+    return float(np.percentile(times, 50)), float(np.percentile(times, 95))
+
+
+def precomputed(args: argparse.Namespace) -> int:
+    """The store side at large sizes: cached vectors (perturbed per copy) written straight to one collection."""
+    import numpy as np
+
+    from ragloom import stack
+    from ragloom.embedding import make_embedder
+    from ragloom.evaluation.datasets import load_dataset
+    from ragloom.settings import Settings
+    from ragloom.stores.embedding_cache import EmbeddingCache
+    from ragloom.stores.weaviate import WeaviateStore
+    from ragloom.types import sha256_hex
+
+    base = Settings.from_env()
+    stack.up(base)
+    settings = dataclasses.replace(base, collection_prefix=f"{base.collection_prefix}BenchScaleStore")
+    embedder = make_embedder(settings)
+    pool = chunk_pool(args.seed, args.documents)
+    hits, misses = EmbeddingCache(settings.artifacts_dir / "embedding_cache").get_many(
+        embedder.model_id, [c.embed_text for c in pool])
+    pool = [c for i, c in enumerate(pool) if i in hits]
+    vectors = np.stack([hits[i] for i in sorted(hits)]).astype(np.float32)
+    log(f"pool: {len(pool)} chunks with cached vectors ({len(misses)} without: left out)")
+    if not pool:
+        raise SystemExit("the embedding cache holds none of the pool: run `python benchmarks/scaling.py --cache "
+                         "--sizes 20000` (or any cached ingest of SciFact + ObliQA) first")
+    claims = [q.text for q in load_dataset(DATA / "scifact").queries][: args.queries]
+    query_vectors = embedder.encode(claims)
+    pid = stack.status(base)["weaviate"]["managed_pid"]
+    data_dir = base.stack_dir / "weaviate"
+    rng = np.random.default_rng(args.seed)
+    sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
+    rows: list[dict] = []
+    written = 0
+    with WeaviateStore.connect(settings) as store:
+        store.drop_collection("recursive")
+        store.ensure_collection("recursive", vectors.shape[1], model_id=embedder.model_id)
+        rss_empty, disk_empty = _rss_mb(pid), _disk_mb(data_dir)
+        try:
+            for size in sizes:
+                if rows and rows[-1]["chunks"] >= 50_000:  # small steps still fill memtables: no projection
+                    per_chunk = (rows[-1]["weaviate_rss_mb"] - rss_empty) / rows[-1]["chunks"]
+                    projected = (rss_empty + per_chunk * size) / 1024
+                    if projected > args.max_weaviate_gb:
+                        log(f"{size} chunks: skipped, projected Weaviate RSS {projected:.1f} GB > "
+                            f"--max-weaviate-gb {args.max_weaviate_gb}")
+                        rows.append({"chunks": size, "skipped": f"projected Weaviate RSS {projected:.1f} GB"})
+                        break
+                started = time.perf_counter()
+                batch = 2000
+                while written < size:
+                    n = min(batch, size - written)
+                    index = np.arange(written, written + n)
+                    copy, row = index // len(pool), index % len(pool)
+                    chunks = [c if k == 0 else dataclasses.replace(
+                        c, document_id=f"{c.document_id}~r{k}", chunk_id=sha256_hex(f"{c.chunk_id}~r{k}")[:32])
+                        for c, k in ((pool[r], int(k)) for r, k in zip(row, copy, strict=True))]
+                    block = vectors[row] + np.where(copy[:, None] > 0,
+                                                    rng.normal(0, NOISE, (n, vectors.shape[1])), 0.0)
+                    block /= np.linalg.norm(block, axis=1, keepdims=True)
+                    store.upsert_chunks("recursive", chunks, block.astype(np.float32))
+                    written += n
+                    if written % 50000 < batch:
+                        log(f"{written} chunks written ({time.perf_counter() - started:.0f}s into this step)")
+                seconds = time.perf_counter() - started
+                step = size - (rows[-1]["chunks"] if rows and "skipped" not in rows[-1] else 0)
+                row = {"chunks": size, "step_chunks": step, "write_s": seconds, "write_per_s": step / seconds,
+                       "weaviate_rss_mb": _rss_mb(pid), "disk_mb": _disk_mb(data_dir) - disk_empty}
+                row.update(_query_times(settings, embedder, claims, query_vectors))
+                row["load"] = Path("/proc/loadavg").read_text().split()[0]
+                rows.append(row)
+                print(json.dumps({"benchmark": "scaling_precomputed", **row}), flush=True)
+        finally:
+            if not args.keep:
+                store.drop_collection("recursive")
+    print(f"\n{'chunks':>9}{'write/s':>9}{'Weaviate RSS MB':>17}{'disk MB':>9}{'near-vector p50/p95':>21}"
+          f"{'dense p50/p95':>16}{'hybrid p50/p95':>17}{'load':>6}")
+    for r in rows:
+        if "skipped" in r:
+            print(f"{r['chunks']:>9}  skipped: {r['skipped']}")
+            continue
+        print(f"{r['chunks']:>9}{r['write_per_s']:>9.0f}{r['weaviate_rss_mb']:>17.0f}{r['disk_mb']:>9.0f}"
+              f"{r['bare_p50_ms']:>12.1f} / {r['bare_p95_ms']:<6.1f}"
+              f"{r['dense_p50_ms']:>8.1f} / {r['dense_p95_ms']:<5.1f}"
+              f"{r['hybrid_p50_ms']:>9.1f} / {r['hybrid_p95_ms']:<5.1f}{r['load']:>6}")
+    return 0
+
+
+def _query_times(settings, embedder, claims: list[str], query_vectors) -> dict:
+    """p50 / p95 ms of a bare near-vector call and of the dense and hybrid strategies (query embedding
+    included, as a user sees it), taking turns on each claim after a warm-up."""
+    from ragloom.api import Ragloom
+    from ragloom.filters import build_where
+    from ragloom.types import Scope
+
+    with Ragloom(settings, embedder=embedder) as rag:
+        store = rag.context.vectors
+        where = build_where(Scope())
+        runs = {"bare": lambda i: store.near_vector("recursive", query_vectors[i], 10, where=where)}
+        for name in ("dense", "hybrid"):
+            retriever = rag.retriever(name)
+            runs[name] = lambda i, r=retriever: r.search(claims[i], k=10)
+        for i in range(min(10, len(claims))):
+            for run in runs.values():
+                run(i)
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for i in range(len(claims)):
+            for name, run in runs.items():
+                started = time.perf_counter()
+                run(i)
+                times[name].append((time.perf_counter() - started) * 1000)
+    out = {}
+    for name, values in times.items():
+        out[f"{name}_p50_ms"], out[f"{name}_p95_ms"] = _percentiles(values)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,5000,20000", help="chunk counts, comma-separated")
@@ -102,11 +251,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--documents", type=int, default=0,
                         help="build the pool from the first N documents of each corpus (0 = all; the smoke's size)")
+    parser.add_argument("--precomputed", action="store_true",
+                        help="grow one collection with the pool's cached vectors (no embedding) to each size")
+    parser.add_argument("--queries", type=int, default=100, help="--precomputed: queries timed per step")
+    parser.add_argument("--max-weaviate-gb", type=float, default=5.0,
+                        help="--precomputed: skip a step whose projected Weaviate RSS passes this")
+    parser.add_argument("--keep", action="store_true", help="--precomputed: keep the collection afterwards")
     parser.add_argument("--phase", choices=["ingest"], help=argparse.SUPPRESS)
     parser.add_argument("--pool", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
+    if args.precomputed:
+        return precomputed(args)
     if args.phase == "ingest":
         # a killed run (run_all --timeout) still drops its collection: SIGTERM unwinds through `finally`
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -279,11 +280,16 @@ def _fallback(request: SearchRequest, lane: Future[list[RetrievedItem]], reason:
     return items[: request.fetch_k]
 
 
+# One thread per query in flight: the lane only waits on Weaviate, and a smaller pool queued the service's
+# workers (RAGLOOM_SERVICE_WORKERS, 8 by default) behind each other's lanes. Threads start only as needed.
+LANE_THREADS = 64
 _POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
 
 
 def _lane_pool() -> ThreadPoolExecutor:
     global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ragloom-vector-lane")
-    return _POOL
+    with _POOL_LOCK:  # two first queries at once must not each make a pool
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=LANE_THREADS, thread_name_prefix="ragloom-vector-lane")
+        return _POOL

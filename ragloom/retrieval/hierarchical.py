@@ -15,6 +15,9 @@ from ragloom.retrieval.base import MAX_K, Retriever, SearchRequest, register_ret
 from ragloom.types import RetrievedItem
 
 EXPAND_MODES = ("none", "parent", "document")
+# the least score each lane gives: hybrid's fusions are >= 0 (relative scores in [0, 1], reciprocal ranks),
+# a dense cosine >= -1
+LOWEST_SCORE = {"hybrid": 0.0, "dense": -1.0}
 CONSTRAINTS = ("none", "previous", "all")
 _NAMES = " | ".join(HierarchicalChunker.default_levels())  # for the help lines: the built-in chunking's levels
 
@@ -131,7 +134,12 @@ class HierarchicalRetriever(Retriever):
             else:
                 k = options["level_top_k"].get(name, options["coarse_k"])
                 floor = options["score_threshold"].get(name, options["min_score"])
-            items = _floored(self._search(request, options, k, level, parent_ids), floor)
+            items = self._all_children(request, k, level, parent_ids, floor, options["lane"]) \
+                if level != output else None
+            if items is None:
+                items = _floored(self._search(request, options, k, level, parent_ids), floor)
+            else:
+                info.setdefault("kept_whole", []).append(name)
             if not items:
                 if options["empty_level"] == "empty" or (level == output and parent_ids is None):
                     info["empty_level"] = name  # searching the output level flat again would find nothing more
@@ -160,6 +168,20 @@ class HierarchicalRetriever(Retriever):
                 parent_ids: list[str] | None) -> list[RetrievedItem]:
         extra = [_level(level) if level is not None else None, _parents(parent_ids) if parent_ids else None]
         return lanes.run(options["lane"], request, self.chunking, k, *extra, alpha=options["alpha"])
+
+    def _all_children(self, request: SearchRequest, k: int, level: int, parent_ids: list[str] | None,
+                      floor: float | None, lane: str) -> list[RetrievedItem] | None:
+        """A level above the output level whose candidates (the children of what the level above kept) all fit
+        in its ``k``, under a floor no score of the lane is below, keeps every one of them whatever the ranking:
+        they are read in one unranked fetch, cheaper than a search (the output level's ranking is untouched;
+        kept chunks only restrict the next level and stand in for merged children). None: more than ``k``
+        candidates, a floor that may drop some, or no level above (the first level searched ranks)."""
+        if parent_ids is None or (floor is not None and floor > LOWEST_SCORE[lane]):
+            return None
+        where = request.where(_level(level), _parents(parent_ids))
+        found = store_call(request, "fetch", lambda: self.context.vectors.fetch_where(
+            self.chunking, where, k + 1, include_vectors=request.include_vectors))
+        return found if len(found) <= k else None
 
     def _expand(self, request: SearchRequest, items: list[RetrievedItem], kept: dict[int, dict[str, RetrievedItem]],
                 mode: str) -> list[RetrievedItem]:

@@ -36,6 +36,9 @@ class VectorStore(Protocol):
     def fetch(self, strategy: str, chunk_ids: Sequence[str], where: Node | None = None,
               include_vectors: bool = False) -> list[RetrievedItem]: ...
 
+    def fetch_where(self, strategy: str, where: Node | None, limit: int,
+                    include_vectors: bool = False) -> list[RetrievedItem]: ...
+
 
 class GraphStore(Protocol):
     """What graph retrieval reads (``Neo4jStore``): a version that changes with the graph of a chunking

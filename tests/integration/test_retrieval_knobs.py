@@ -55,7 +55,7 @@ def test_parent_document_returns_the_parents_of_the_hits(rag, obliqa, strategy):
     held = {cid: e for e in expanded.items for cid in e.metadata.get("expanded_from", [])}
     for hit in with_parent:
         parent = held[hit.chunk_id]
-        assert parent.chunk_id == hit.metadata["parent_id"] and hit.text in parent.text
+        assert parent.chunk_id == hit.metadata.details["parent_id"] and hit.text in parent.text
     assert len({i.chunk_id for i in expanded.items}) == len(expanded.items)
 
 
@@ -244,3 +244,31 @@ def test_hierarchical_score_threshold_per_level(rag, obliqa):
     assert [i.chunk_id for i in top.items] == [i.chunk_id for i in plain.items[:3]]
     # a coarse level not named keeps min_score (the single floor of every level above the output)
     assert floored.metadata.details["hierarchical"]["candidates_per_level"]["parent_1024"] >= 1
+
+
+# hybrid scores are >= 0, so the default floor (min_score 0) drops nothing; a cosine may be negative
+@pytest.mark.parametrize("lane", [{"lane": "hybrid"}, {"lane": "dense", "min_score": -1.0}])
+def test_hierarchical_level_kept_whole_is_fetched_not_ranked(rag, obliqa, monkeypatch, lane):
+    """A level whose candidates all fit in its k is read by one unranked fetch: the same chunks kept, so the
+    same answer as ranking them, down to the merges."""
+    from ragloom.retrieval.hierarchical import HierarchicalRetriever
+
+    wide = {**lane, "level_top_k": {"section": 3, "parent_1024": 200}, **HIER, "auto_merge": True}
+    fetched = [rag.query(q.text, k=10, **wide) for q in obliqa.queries[:4]]
+    assert all(r.metadata.details["hierarchical"]["kept_whole"] == ["parent_1024"] for r in fetched)
+    monkeypatch.setattr(HierarchicalRetriever, "_all_children", lambda *a: None)  # rank every level
+    monkeypatch.setattr(rag.context, "result_cache", None)  # the same query must run again
+    ranked = [rag.query(q.text, k=10, **wide) for q in obliqa.queries[:4]]
+    assert all("kept_whole" not in r.metadata.details["hierarchical"] for r in ranked)
+    for a, b in zip(fetched, ranked, strict=True):
+        assert [(i.chunk_id, i.score, i.metadata.get("merged_from")) for i in a.items] == \
+               [(i.chunk_id, i.score, i.metadata.get("merged_from")) for i in b.items]
+        assert set(a.metadata.details["hierarchical"]["parents"]) == set(b.metadata.details["hierarchical"]["parents"])
+    monkeypatch.undo()
+    # a floor that may drop candidates, or more candidates (the children of 3 sections) than k: ranked
+    floored = rag.query(obliqa.queries[0].text, k=10, score_threshold={"parent_1024": 0.5}, **wide)
+    dense_floor = rag.query(obliqa.queries[0].text, k=10, **{**wide, "lane": "dense", "min_score": 0.0})
+    narrow = rag.query(obliqa.queries[0].text, k=10, **{**wide, "level_top_k": {"section": 3, "parent_1024": 1}})
+    for result in (floored, narrow, dense_floor):
+        assert "kept_whole" not in result.metadata.details["hierarchical"]
+        assert result.metadata.details["hierarchical"]["levels_searched"] == ["section", "parent_1024", "child"]

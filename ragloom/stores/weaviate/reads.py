@@ -115,6 +115,18 @@ class Reads(Inventory):
                 found[item.chunk_id] = item
         return _ranked([found[c] for c in ids if c in found])
 
+    def fetch_where(self, strategy: str, where: Node | None, limit: int,
+                    include_vectors: bool = False) -> list[RetrievedItem]:
+        """Up to ``limit`` chunks matching ``where``, unranked (score 0.0, ordered by chunk id): ask for one more
+        than you can use to learn whether there were more."""
+        with self._query_errors(strategy, "fetch_where"):
+            res = self._collection(strategy).query.fetch_objects(filters=to_weaviate(where), limit=limit,
+                                                                 include_vector=include_vectors,
+                                                                 return_properties=RETURN_PROPERTIES)
+        items = sorted((_item(obj, 0.0, {}, include_vectors, self.metadata) for obj in res.objects),
+                       key=lambda item: item.chunk_id)
+        return _ranked(items)
+
     def _query_errors(self, strategy: str, what: str) -> AbstractContextManager[None]:
         """store_errors, saying so when the cause is a missing collection (checked only on failure, so a
         query costs one round trip)."""

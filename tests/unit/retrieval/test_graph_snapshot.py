@@ -163,3 +163,37 @@ def test_skipping_ner_never_changes_the_entities_matched(graph, nlp, words):
     text = " ".join(words)
     found, _ran = entity_match.match_query(graph, text, nlp)
     assert set(found) == full_pass(graph, nlp, text)
+
+
+def test_concurrent_ner_calls_run_side_by_side_with_one_blas_thread(monkeypatch):
+    """The one-thread BLAS limit is process-wide and counted: two queries' NER overlap (a lock held over the
+    whole call would keep the second out until the first finished), one limit is in force while either is
+    inside, and the original thread counts are back when both are out."""
+    import threading
+
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    original = blas_threads()
+    both_inside = threading.Barrier(2, timeout=10)
+    seen: list[tuple[int, bool]] = []
+
+    def fake_ner(nlp, text):
+        both_inside.wait()  # broken (BrokenBarrierError) unless the other call is inside at the same time
+        seen.append((entity_match._blas_users, entity_match._blas_limit is not None))
+        both_inside.wait()
+        return [text]
+
+    monkeypatch.setattr(entity_match, "query_entities", fake_ner)
+    results: list[list[str]] = []
+    threads = [threading.Thread(target=lambda t=t: results.append(entity_match.ner_names(None, t)))
+               for t in ("first", "second")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [["first"], ["second"]]
+    assert seen == [(2, True), (2, True)]
+    assert entity_match._blas_users == 0 and entity_match._blas_limit is None and blas_threads() == original
