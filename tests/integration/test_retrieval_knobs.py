@@ -55,7 +55,7 @@ def test_parent_document_returns_the_parents_of_the_hits(rag, obliqa, strategy):
     held = {cid: e for e in expanded.items for cid in e.metadata.get("expanded_from", [])}
     for hit in with_parent:
         parent = held[hit.chunk_id]
-        assert parent.chunk_id == hit.metadata.details["parent_id"] and hit.text in parent.text
+        assert parent.chunk_id == hit.metadata["parent_id"] and hit.text in parent.text
     assert len({i.chunk_id for i in expanded.items}) == len(expanded.items)
 
 
