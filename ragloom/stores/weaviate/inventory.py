@@ -83,9 +83,10 @@ class Inventory:
         with store_errors("list collections"):
             return [n for n in self.client.collections.list_all(simple=True) if n.startswith(self.prefix)]
 
-    def recorded_models(self) -> dict[str, str]:
-        """Collection name -> the model id ``ensure_collection`` recorded, for this prefix's chunk collections."""
-        models: dict[str, str] = {}
+    def recorded_infos(self) -> dict[str, dict[str, Any]]:
+        """Collection name -> what ``ensure_collection`` recorded in its description, for this prefix's
+        collections (those without a readable record are left out)."""
+        infos: dict[str, dict[str, Any]] = {}
         for name in self.prefixed_collections():
             with store_errors(f"read collection config of {name}"):
                 description = self.client.collections.use(name).config.get().description or ""
@@ -93,9 +94,13 @@ class Inventory:
                 info = json.loads(description)
             except ValueError:
                 continue
-            if isinstance(info, dict) and info.get("model_id"):
-                models[name] = str(info["model_id"])
-        return models
+            if isinstance(info, dict):
+                infos[name] = info
+        return infos
+
+    def recorded_models(self) -> dict[str, str]:
+        """Collection name -> the model id ``ensure_collection`` recorded, for this prefix's chunk collections."""
+        return {name: str(info["model_id"]) for name, info in self.recorded_infos().items() if info.get("model_id")}
 
     def exists(self, strategy: str) -> bool:
         with store_errors("exists"):

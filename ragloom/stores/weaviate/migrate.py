@@ -10,7 +10,6 @@ run on a collection already in the layout changes nothing (idempotent). Values a
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,18 +39,8 @@ class MigrationReport:
 class Migrate(Writes):
     def chunk_strategies(self) -> list[str]:
         """The strategies of this prefix's chunk collections (staging ones included), from their descriptions."""
-        out = []
-        for name in self.prefixed_collections():
-            if name == self.versions_name:
-                continue
-            with store_errors(f"read collection config of {name}"):
-                description = self.client.collections.use(name).config.get().description or ""
-            try:
-                info = json.loads(description)
-            except ValueError:
-                continue
-            if isinstance(info, dict) and info.get("ragloom") == "chunks" and info.get("strategy"):
-                out.append(str(info["strategy"]))
+        out = [str(info["strategy"]) for name, info in self.recorded_infos().items()
+               if name != self.versions_name and info.get("ragloom") == "chunks" and info.get("strategy")]
         return sorted(out)
 
     def legacy_properties(self, strategy: str) -> dict[str, str]:
