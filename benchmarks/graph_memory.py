@@ -62,6 +62,16 @@ def tile(columns: dict, copies: int, chunks_wanted: int) -> dict:
     return out
 
 
+def _times_ms(call, repeats: int) -> list[float]:
+    """Wall time of ``repeats`` calls, each in milliseconds."""
+    out = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
 def _matrix_mb(matrix) -> float:
     return (matrix.data.nbytes + matrix.indices.nbytes + matrix.indptr.nbytes) / 2**20
 
@@ -92,11 +102,7 @@ def tiled_walk(built: dict, scale: int, queries: int, max_iter: int, rng: np.ran
         ppr.personalized_pagerank(transposed, dangling, reset, damping=0.5, max_iter=max_iter)
         times.append((time.perf_counter() - started) * 1000)
     vector = np.ones(n)
-    baseline = []
-    for _ in range(20):
-        started = time.perf_counter()
-        transposed @ vector
-        baseline.append((time.perf_counter() - started) * 1000)
+    baseline = _times_ms(lambda: transposed @ vector, 20)
     row = {"chunks": built["n_chunks"] * copies, "entities": built["entities"] * copies, "nodes": n,
            "nnz": transposed.nnz, "memory_mb": memory_mb, "build_s": built["build_s"] * copies,
            "walk_s": built["walk_s"] * copies, "neo4j_read_s": built["neo4j_read_s"] * copies,
@@ -184,11 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         random_matrix = sp.csr_matrix((rng.random(nnz), (rng.integers(0, n, nnz), rng.integers(0, n, nnz))),
                                       shape=(n, n))
         vector = np.ones(n)
-        baseline = []
-        for _ in range(50):
-            started = time.perf_counter()
-            random_matrix @ vector
-            baseline.append((time.perf_counter() - started) * 1000)
+        baseline = _times_ms(lambda m=random_matrix, v=vector: m @ v, 50)
         row = {"chunks": graph.n_chunks, "entities": graph.n_entities, "nodes": n, "nnz": walk.transposed.nnz,
                "memory_mb": memory_mb, "build_s": build_s, "walk_s": walk_s,
                "neo4j_read_s": read_s / base_chunks * graph.n_chunks,
