@@ -9,7 +9,9 @@ the same way.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,9 +117,10 @@ class Query:
         return dataclasses.replace(self, **changes)
 
 
-def declared_fields(ask: bool = True) -> dict[str, tuple[Declared, Any]]:
+@functools.cache
+def declared_fields(ask: bool = True) -> Mapping[str, tuple[Declared, Any]]:
     """The ``Query`` fields the doors accept, in declaration order: name -> (declaration, default).
-    ``ask`` False leaves out the fields that matter to answers only."""
+    ``ask`` False leaves out the fields that matter to answers only. Read once (the parser asks on every query)."""
     out = {}
     for f in dataclasses.fields(Query):
         declared = f.metadata.get("declared")
@@ -125,7 +128,7 @@ def declared_fields(ask: bool = True) -> dict[str, tuple[Declared, Any]]:
             continue
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         out[f.name] = (declared, default)
-    return out
+    return types.MappingProxyType(out)
 
 
 def check_text(text: Any) -> str:
