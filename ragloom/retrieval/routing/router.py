@@ -47,12 +47,17 @@ def _feature(features: np.ndarray, name: str) -> float:
     return float(features[FEATURE_NAMES.index(name)])
 
 
+@dataclass(frozen=True)
 class RuleRouter:
     """Measured tendencies as rules: queries with codes or digits go to hybrid (exact terms matter); a question
-    naming an entity (a wh-word and a capitalized word after the first) goes to graph_rag, whose walk follows
-    the entities a multi-hop question bridges; otherwise the first candidate. A rule whose strategy is not a
-    candidate is skipped. (Dev-set figures for these rules and the ones they replaced: README, adaptive.)"""
+    naming an entity (a wh-word and at least ``min_capitalized`` capitalized words after the first) goes to
+    graph_rag, whose walk follows the entities a multi-hop question bridges; otherwise the first candidate. A
+    rule whose strategy is not a candidate is skipped. ``needs_wh`` False lets a statement naming an entity go
+    to graph_rag too. The fields exist so a benchmark can choose among the variants leave-one-dataset-out; the
+    defaults are what ``adaptive`` ships. (Dev-set figures: README, adaptive.)"""
 
+    min_capitalized: int = 1
+    needs_wh: bool = True
     kind = "rules"
     reads_signals = False  # the query's form only: the route stage runs no lane query for it
 
@@ -65,7 +70,7 @@ class RuleRouter:
             got = pick("hybrid", "codes or digits: exact terms matter")
             if got:
                 return got
-        if wh and _feature(features, "capitalized") >= 1:
+        if (wh or not self.needs_wh) and _feature(features, "capitalized") >= self.min_capitalized:
             got = pick("graph_rag", "a question naming an entity: the graph can bridge to what it asks")
             if got:
                 return got

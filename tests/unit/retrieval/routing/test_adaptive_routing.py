@@ -249,3 +249,15 @@ def test_service_metrics_count_adaptive_routes_and_retries():
     assert 'ragloom_adaptive_used_total{strategy="bm25"} 1' in text
     assert 'ragloom_adaptive_retries_total{strategy="dense"} 1' in text
     assert 'ragloom_adaptive_retries_total{strategy="hybrid"} 1' in text
+
+
+def test_the_rule_variants_move_only_the_entity_rule():
+    chain = ["hybrid", "graph_rag"]
+    one_name = features("Who founded Corvane?", [], [])
+    assert RuleRouter().route("q", one_name, chain)[0] == "graph_rag"
+    assert RuleRouter(min_capitalized=2).route("q", one_name, chain)[0] == "hybrid"  # one name is not enough now
+    statement = features("Peter Bonetti played for Chelsea.", [], [])
+    assert RuleRouter().route("q", statement, chain)[0] == "hybrid"  # no wh-word
+    assert RuleRouter(needs_wh=False).route("q", statement, chain)[0] == "graph_rag"
+    code = features("Which rule in section 3.2.1 applies to Captive Insurers?", [], [])
+    assert RuleRouter(needs_wh=False, min_capitalized=0).route("q", code, chain)[0] == "hybrid"  # codes first
