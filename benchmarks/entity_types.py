@@ -76,15 +76,41 @@ def ingest(store: Neo4jStore, extractor, batches: list[list[Chunk]]) -> None:
         sync_graph(store, extractor, "recursive", list(seen), log=lambda _: None)
 
 
-def build(settings: Settings, extractor, batches: list[list[Chunk]]) -> dict[str, list[tuple[int, str, str]]]:
-    """The stored types of a graph synced batch after batch, in a namespace of its own (cleared after)."""
+def build(settings: Settings, extractor, batches: list[list[Chunk]],
+          cues: dict | None = None) -> dict[str, list[tuple[int, str, str]]]:
+    """The stored types of a graph synced batch after batch, in a namespace of its own (cleared after); with
+    ``cues`` (a dict), also fills it with what the type cues did (``cue_report``)."""
     store = Neo4jStore.connect(settings, namespace=f"bench-types-{uuid.uuid4().hex[:8]}")
     try:
         ingest(store, extractor, batches)
+        if cues is not None:
+            cues.update(cue_report(store))
         return stored_types(store)
     finally:
         store.clear()
         store.close()
+
+
+def cue_report(store: Neo4jStore) -> dict:
+    """Type cues (ragloom.extraction.cues; absent before they existed): spans each rule fired on, entities with
+    a cue, entities whose type a cue decided, and normalized name -> (type, {rule: spans}) of cued entities."""
+    try:
+        from ragloom.extraction.cues import cued_type
+    except ImportError:  # the code before type cues: nothing to report
+        return {"rules": {}, "cued": 0, "decided": 0, "by_name": {}}
+    rows = store._run(("MATCH (e:Entity) WHERE e.ns = $ns AND size(coalesce(e.type_cues, [])) > 0 "
+                       "RETURN e.norm AS norm, e.type AS type, e.type_cues AS cues, e.type_cue_counts AS counts, "
+                       "e.type_labels AS labels, e.type_votes AS votes", {"ns": store.namespace}))
+    rules: Counter[str] = Counter()
+    decided = 0
+    by_name = {}
+    for r in rows:
+        cues = dict(zip(r["cues"], r["counts"], strict=True))
+        rules.update(cues)
+        votes = dict(zip(r["labels"] or [], r["votes"] or [], strict=True))
+        decided += cued_type(cues, votes, r["type"]) is not None
+        by_name[r["norm"]] = (r["type"], cues, votes)
+    return {"rules": dict(sorted(rules.items())), "cued": len(rows), "decided": decided, "by_name": by_name}
 
 
 def order_agreement(held: dict[str, list[tuple[int, str, str]]],
@@ -167,9 +193,12 @@ def main() -> None:
     }
     results = {}
     agreement = {}
+    cue_reports = {}
     for corpus, batches in corpora.items():
-        one_sync = build(settings, extractor, [[c for b in batches for c in b]])
-        held = one_sync if args.one_batch else build(settings, extractor, batches)
+        cue_reports[corpus] = {}
+        one_sync = build(settings, extractor, [[c for b in batches for c in b]],
+                         cues=cue_reports[corpus] if args.one_batch else None)
+        held = one_sync if args.one_batch else build(settings, extractor, batches, cues=cue_reports[corpus])
         results[corpus] = score(gold[corpus]["entities"], held)
         agreement[corpus] = order_agreement(held, one_sync)
     total = Counter()
@@ -181,6 +210,15 @@ def main() -> None:
               f"when synced in one go")
         for line in r["wrong"]:
             print(f"    {line}")
+        cues = cue_reports[corpus]
+        if cues.get("rules"):
+            print(f"  type cues: spans per rule {cues['rules']}; {cues['cued']} entities with a cue, "
+                  f"{cues['decided']} typed by one")
+            for item in gold[corpus]["entities"]:
+                found = cues["by_name"].get(normalize_name(item["name"]))
+                if found:
+                    print(f"    labelled {item['name']} ({item['label']}): type {found[0]}, cues {found[1]}, "
+                          f"labels {found[2]}")
     print(f"all: {total['n']} names, type accuracy {total['right'] / total['n']:.3f}, "
           f"places as one {total['place'] / total['n']:.3f}")
 
