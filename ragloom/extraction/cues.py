@@ -6,14 +6,19 @@ another kind: a construction of English (or of an e-mail address) that names one
 the tokens of the chunk, with no weights and no gazetteer. The rules were chosen for how the language works,
 before any was scored, and are kept few:
 
-* a person: an honorific before the name ("Ms Almeida", "Dr. Ruth Smith"); "who"/"whom" after it ("Almeida,
-  who leads ..."); an e-mail address in the chunk whose local part spells the name ("sofia.almeida@...").
+* a person: an honorific before the name ("Ms Almeida", "Dr. Ruth Smith"); an e-mail address in the chunk whose
+  local part spells the name ("sofia.almeida@...").
 * an organisation: a legal-form designator as the name's last word or right after it ("Corvane Systems AS",
   "Acme Ltd."); an institution noun as the name's last word ("Bergen Marine Institute"), or one of a few
   followed by "of" inside it ("University of Oslo"); the name spelling an e-mail domain in the chunk
   ("@corvane.com" for "Corvane").
 * a place: "born/based/located/headquartered/situated in|at" before the name, "city/town/village of" before
   it, "-based" after it ("Bergen-based").
+
+"who" after a name was a rule too and is not: on held-out MuSiQue text it turned 10 of the 12 entities it
+retyped wrongly into people, because English says "who" of groups, teams and nations ("the Union, who are members",
+"a player from Brazil, who won") and a restrictive "who" may belong to the noun before the name ("an outfielder in
+Major League Baseball who played for ..."); see docs/experiments/2026-11-26-entity-types-evidence.md.
 
 An entity's cues are tallied over all its mentions, like its NER labels, and the kind with the most cue spans
 decides its type (``cued_type``); labels decide only where no cue does. Matching is case-sensitive where case is
@@ -35,7 +40,6 @@ PLACE_LABELS = ("GPE", "LOC")  # the NER labels a place cue may give; GPE unless
 # rule name -> the kind of thing it is evidence of
 CUE_KINDS = {
     "honorific": PERSON,
-    "who": PERSON,
     "email_name": PERSON,
     "legal_form": ORG,
     "institution": ORG,
@@ -44,7 +48,6 @@ CUE_KINDS = {
 }
 
 HONORIFICS = frozenset({"Mr", "Mrs", "Ms", "Mx", "Dr", "Prof", "Professor", "Sir", "Dame"})
-RELATIVE_PERSON = frozenset({"who", "whom"})
 LEGAL_FORMS = frozenset({"Inc", "Ltd", "LLC", "LLP", "PLC", "Plc", "plc", "Corp", "GmbH", "AG", "AS", "ASA", "Oy",
                          "NV", "BV", "Pty", "Pte", "SpA"})
 INSTITUTIONS = frozenset({"University", "College", "Institute", "Academy", "Foundation", "Association", "Society",
@@ -99,9 +102,6 @@ def span_cues(words: Sequence[str], start: int, end: int, mail: Mail = NO_MAIL) 
     fired: list[str] = []
     if previous in HONORIFICS or (len(inside) > 1 and inside[0] in HONORIFICS):
         fired.append("honorific")
-    relative = after[1:2] if after[:1] == [","] else after[:1]  # "Almeida who", "Almeida, who"
-    if relative and relative[0] in RELATIVE_PERSON:
-        fired.append("who")
     name = _words(" ".join(words[start:end]))
     if len(name) > 1 and name in mail.local_parts:
         fired.append("email_name")
