@@ -12,6 +12,7 @@ i.e. how far the batch order decides a type.
 
     python benchmarks/entity_types.py [--batch-musique 50] [--one-batch]
     python benchmarks/entity_types.py --candidates musique   # names to label: seeded sample with context
+    python benchmarks/entity_types.py --retypings musique    # entities a type cue retypes, for a hand audit
 """
 
 from __future__ import annotations
@@ -173,16 +174,53 @@ def candidates(corpus: str, settings: Settings, n: int) -> None:
         print(json.dumps({"name": e.name, "context": " ".join(context.split())}, ensure_ascii=False))
 
 
+def retypings(corpus: str, settings: Settings) -> None:
+    """Print every entity whose type its cues change, with the cue's context, for a hand audit of the rules on
+    unlabelled text: the corpus extracted in one batch, in memory, each entity's label vote with and without cues."""
+    from ragloom.extraction.resolution import voted_type
+
+    chunks = musique_chunks() if corpus == "musique" else [c for d in sample_documents() for c in d]
+    extraction = extractor_for(settings, n_process=1).extract(chunks)
+    votes: dict[str, Counter[str]] = {}
+    cues: dict[str, Counter[str]] = {}
+    where: dict[str, str] = {}
+    for m in extraction.mentions:
+        votes.setdefault(m.entity_id, Counter()).update(dict(m.labels))
+        cues.setdefault(m.entity_id, Counter()).update(dict(m.cues))
+        if m.cues:
+            where.setdefault(m.entity_id, m.chunk_id)
+    texts = {c.chunk_id: c.text for c in chunks}
+    fired: Counter[str] = Counter()
+    moved = 0
+    for e in sorted(extraction.entities, key=lambda e: e.name.casefold()):
+        tally = cues[e.entity_id]
+        fired.update(tally)
+        before, after = voted_type(votes[e.entity_id], e.type), voted_type(votes[e.entity_id], e.type, tally)
+        if before != after:
+            moved += 1
+            text = texts[where[e.entity_id]]
+            at = max(0, text.find(e.name))
+            context = " ".join(text[max(0, at - 90): at + len(e.name) + 60].split())
+            print(f"{e.name}: {before} -> {after}, cues {dict(tally)}, labels {dict(votes[e.entity_id])} :: {context}")
+    print(f"{corpus}: spans per rule {dict(sorted(fired.items()))}; "
+          f"{sum(1 for t in cues.values() if t)} entities with a cue, {moved} retyped by one")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-musique", type=int, default=50, help="MuSiQue passages per ingest batch")
     parser.add_argument("--one-batch", action="store_true", help="ingest each corpus in a single sync")
     parser.add_argument("--candidates", choices=("sample", "musique"), help="print names to label, then stop")
     parser.add_argument("--n", type=int, default=100, help="with --candidates musique: how many names")
+    parser.add_argument("--retypings", choices=("sample", "musique"),
+                        help="print the entities whose type a cue changes (one batch, no store), then stop")
     args = parser.parse_args()
     settings = Settings.from_env()
     if args.candidates:
         candidates(args.candidates, settings, args.n)
+        return
+    if args.retypings:
+        retypings(args.retypings, settings)
         return
     gold = json.loads(LABELS.read_text(encoding="utf-8"))
     extractor = extractor_for(settings, n_process=1)
