@@ -12,6 +12,7 @@ i.e. how far the batch order decides a type.
 
     python benchmarks/entity_types.py [--batch-musique 50] [--one-batch]
     python benchmarks/entity_types.py --candidates musique   # names to label: seeded sample with context
+    python benchmarks/entity_types.py --retypings musique    # entities a type cue retypes, for a hand audit
 """
 
 from __future__ import annotations
@@ -76,15 +77,41 @@ def ingest(store: Neo4jStore, extractor, batches: list[list[Chunk]]) -> None:
         sync_graph(store, extractor, "recursive", list(seen), log=lambda _: None)
 
 
-def build(settings: Settings, extractor, batches: list[list[Chunk]]) -> dict[str, list[tuple[int, str, str]]]:
-    """The stored types of a graph synced batch after batch, in a namespace of its own (cleared after)."""
+def build(settings: Settings, extractor, batches: list[list[Chunk]],
+          cues: dict | None = None) -> dict[str, list[tuple[int, str, str]]]:
+    """The stored types of a graph synced batch after batch, in a namespace of its own (cleared after); with
+    ``cues`` (a dict), also fills it with what the type cues did (``cue_report``)."""
     store = Neo4jStore.connect(settings, namespace=f"bench-types-{uuid.uuid4().hex[:8]}")
     try:
         ingest(store, extractor, batches)
+        if cues is not None:
+            cues.update(cue_report(store))
         return stored_types(store)
     finally:
         store.clear()
         store.close()
+
+
+def cue_report(store: Neo4jStore) -> dict:
+    """Type cues (ragloom.extraction.cues; absent before they existed): spans each rule fired on, entities with
+    a cue, entities whose type a cue decided, and normalized name -> (type, {rule: spans}) of cued entities."""
+    try:
+        from ragloom.extraction.cues import cued_type
+    except ImportError:  # the code before type cues: nothing to report
+        return {"rules": {}, "cued": 0, "decided": 0, "by_name": {}}
+    rows = store._run(("MATCH (e:Entity) WHERE e.ns = $ns AND size(coalesce(e.type_cues, [])) > 0 "
+                       "RETURN e.norm AS norm, e.type AS type, e.type_cues AS cues, e.type_cue_counts AS counts, "
+                       "e.type_labels AS labels, e.type_votes AS votes", {"ns": store.namespace}))
+    rules: Counter[str] = Counter()
+    decided = 0
+    by_name = {}
+    for r in rows:
+        cues = dict(zip(r["cues"], r["counts"], strict=True))
+        rules.update(cues)
+        votes = dict(zip(r["labels"] or [], r["votes"] or [], strict=True))
+        decided += cued_type(cues, votes, r["type"]) is not None
+        by_name[r["norm"]] = (r["type"], cues, votes)
+    return {"rules": dict(sorted(rules.items())), "cued": len(rows), "decided": decided, "by_name": by_name}
 
 
 def order_agreement(held: dict[str, list[tuple[int, str, str]]],
@@ -147,16 +174,53 @@ def candidates(corpus: str, settings: Settings, n: int) -> None:
         print(json.dumps({"name": e.name, "context": " ".join(context.split())}, ensure_ascii=False))
 
 
+def retypings(corpus: str, settings: Settings) -> None:
+    """Print every entity whose type its cues change, with the cue's context, for a hand audit of the rules on
+    unlabelled text: the corpus extracted in one batch, in memory, each entity's label vote with and without cues."""
+    from ragloom.extraction.resolution import voted_type
+
+    chunks = musique_chunks() if corpus == "musique" else [c for d in sample_documents() for c in d]
+    extraction = extractor_for(settings, n_process=1).extract(chunks)
+    votes: dict[str, Counter[str]] = {}
+    cues: dict[str, Counter[str]] = {}
+    where: dict[str, str] = {}
+    for m in extraction.mentions:
+        votes.setdefault(m.entity_id, Counter()).update(dict(m.labels))
+        cues.setdefault(m.entity_id, Counter()).update(dict(m.cues))
+        if m.cues:
+            where.setdefault(m.entity_id, m.chunk_id)
+    texts = {c.chunk_id: c.text for c in chunks}
+    fired: Counter[str] = Counter()
+    moved = 0
+    for e in sorted(extraction.entities, key=lambda e: e.name.casefold()):
+        tally = cues[e.entity_id]
+        fired.update(tally)
+        before, after = voted_type(votes[e.entity_id], e.type), voted_type(votes[e.entity_id], e.type, tally)
+        if before != after:
+            moved += 1
+            text = texts[where[e.entity_id]]
+            at = max(0, text.find(e.name))
+            context = " ".join(text[max(0, at - 90): at + len(e.name) + 60].split())
+            print(f"{e.name}: {before} -> {after}, cues {dict(tally)}, labels {dict(votes[e.entity_id])} :: {context}")
+    print(f"{corpus}: spans per rule {dict(sorted(fired.items()))}; "
+          f"{sum(1 for t in cues.values() if t)} entities with a cue, {moved} retyped by one")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-musique", type=int, default=50, help="MuSiQue passages per ingest batch")
     parser.add_argument("--one-batch", action="store_true", help="ingest each corpus in a single sync")
     parser.add_argument("--candidates", choices=("sample", "musique"), help="print names to label, then stop")
     parser.add_argument("--n", type=int, default=100, help="with --candidates musique: how many names")
+    parser.add_argument("--retypings", choices=("sample", "musique"),
+                        help="print the entities whose type a cue changes (one batch, no store), then stop")
     args = parser.parse_args()
     settings = Settings.from_env()
     if args.candidates:
         candidates(args.candidates, settings, args.n)
+        return
+    if args.retypings:
+        retypings(args.retypings, settings)
         return
     gold = json.loads(LABELS.read_text(encoding="utf-8"))
     extractor = extractor_for(settings, n_process=1)
@@ -167,9 +231,12 @@ def main() -> None:
     }
     results = {}
     agreement = {}
+    cue_reports = {}
     for corpus, batches in corpora.items():
-        one_sync = build(settings, extractor, [[c for b in batches for c in b]])
-        held = one_sync if args.one_batch else build(settings, extractor, batches)
+        cue_reports[corpus] = {}
+        one_sync = build(settings, extractor, [[c for b in batches for c in b]],
+                         cues=cue_reports[corpus] if args.one_batch else None)
+        held = one_sync if args.one_batch else build(settings, extractor, batches, cues=cue_reports[corpus])
         results[corpus] = score(gold[corpus]["entities"], held)
         agreement[corpus] = order_agreement(held, one_sync)
     total = Counter()
@@ -181,6 +248,15 @@ def main() -> None:
               f"when synced in one go")
         for line in r["wrong"]:
             print(f"    {line}")
+        cues = cue_reports[corpus]
+        if cues.get("rules"):
+            print(f"  type cues: spans per rule {cues['rules']}; {cues['cued']} entities with a cue, "
+                  f"{cues['decided']} typed by one")
+            for item in gold[corpus]["entities"]:
+                found = cues["by_name"].get(normalize_name(item["name"]))
+                if found:
+                    print(f"    labelled {item['name']} ({item['label']}): type {found[0]}, cues {found[1]}, "
+                          f"labels {found[2]}")
     print(f"all: {total['n']} names, type accuracy {total['right'] / total['n']:.3f}, "
           f"places as one {total['place'] / total['n']:.3f}")
 

@@ -166,6 +166,7 @@ class Mention:
     entity_id: str
     count: int
     labels: tuple[tuple[str, int], ...] = ()  # (NER label, spans) of its mentions in this chunk: type votes
+    cues: tuple[tuple[str, int], ...] = ()  # (type cue rule, spans) of its mentions in this chunk (extraction.cues)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from threadpoolctl import threadpool_limits
 
 from ragloom.errors import ConfigError
+from ragloom.extraction.cues import NO_MAIL, Mail, span_cues
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse, load_nlp
 from ragloom.extraction.resolution import EntityResolver, KnownEntity, Resolution
 from ragloom.settings import usable_cpus
@@ -81,6 +82,7 @@ class _Span:
     label: str
     text: str
     sentence: int
+    cues: tuple[str, ...] = ()  # the type cue rules the span fires (ragloom.extraction.cues)
 
 
 @dataclass
@@ -233,6 +235,8 @@ class EntityExtractor:
         token_span: dict[int, int] = {}  # token index -> span index, for SVO
         sentences = list(doc.sents) if doc.has_annotation("SENT_START") else [doc[:]]
         sentence = 0
+        words = [t.text for t in doc]
+        mail = Mail.of(doc.text) if "@" in doc.text else NO_MAIL
         for ent in doc.ents:
             if ent.label_ not in self.entity_types or not ent.text.strip():
                 continue
@@ -240,7 +244,7 @@ class EntityExtractor:
                 sentence += 1
             for t in range(ent.start, ent.end):
                 token_span[t] = len(spans)
-            spans.append(_Span(ent.label_, ent.text, sentence))
+            spans.append(_Span(ent.label_, ent.text, sentence, span_cues(words, ent.start, ent.end, mail)))
         return _ChunkParse(chunk_id, spans, []), token_span, sentences
 
     def _triples(self, doc: Doc, token_span: dict[int, int], offset: int = 0,
@@ -335,10 +339,13 @@ class EntityExtractor:
             ids = [resolution.entity_of.get((s.label, s.text)) for s in parse.spans]
             counts = Counter(eid for eid in ids if eid is not None)
             labels: dict[str, Counter[str]] = defaultdict(Counter)  # entity id -> NER label -> spans
+            cues: dict[str, Counter[str]] = defaultdict(Counter)  # entity id -> type cue rule -> spans
             for span, eid in zip(parse.spans, ids, strict=True):
                 if eid is not None:
                     labels[eid][span.label] += 1
-            mentions.extend(Mention(parse.chunk_id, eid, n, tuple(sorted(labels[eid].items())))
+                    cues[eid].update(span.cues)
+            mentions.extend(Mention(parse.chunk_id, eid, n, tuple(sorted(labels[eid].items())),
+                                    tuple(sorted(cues[eid].items())))
                             for eid, n in sorted(counts.items()))
             weights: Counter[tuple[str, str, str]] = Counter()
             by_sentence: dict[int, list[str]] = defaultdict(list)

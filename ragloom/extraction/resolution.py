@@ -2,7 +2,8 @@
 
 One name seen under several NER labels ("Bergen" as GPE and ORG) is one entity, typed by its most frequent
 label, unless the mentions are evidence of two things (see ``two_things``). A batch resolves onto the types
-already stored; the stored type itself follows the vote of every mention in the graph (``voted_type``).
+already stored; the stored type itself follows the vote of every mention in the graph (``voted_type``), where
+type cues (ragloom.extraction.cues) outrank the NER labels.
 
 Pure Python (no spaCy), so the stores and tests can use it without loading a pipeline.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz, process
 
+from ragloom.extraction.cues import cued_type
 from ragloom.types import Entity, sha256_hex
 
 # Plural surface forms are folded into the singular for these types only: "Americans" is the people
@@ -227,10 +229,16 @@ def canonical_types(counts: Mapping[tuple[str, str], int], known: Iterable[tuple
     return moves
 
 
-def voted_type(votes: Mapping[str, int], current: str) -> str:
+def voted_type(votes: Mapping[str, int], current: str, cues: Mapping[str, int] | None = None) -> str:
     """An entity's type from the NER labels of all its mentions in the corpus (label -> spans): the label with
     the most, and ``current`` while it is among the most (a tie never moves a type, so a type changes only
-    when the evidence does). With no votes (mentions written before labels were kept), ``current``."""
+    when the evidence does). With no votes (mentions written before labels were kept), ``current``.
+
+    Type cues over the same mentions (``cues``: rule -> spans, see ragloom.extraction.cues) outrank the labels:
+    where one kind of thing leads them, it is the type (``cued_type``)."""
+    cued = cued_type(cues or {}, votes, current)
+    if cued is not None:
+        return cued
     top = max(votes.values(), default=0)
     if top <= 0 or votes.get(current, 0) == top:
         return current

@@ -75,7 +75,8 @@ UNWIND $rows AS row
 MATCH (c:Chunk {ns: $ns, chunk_id: row.chunk_id})
 MATCH (e:Entity {ns: $ns, entity_id: row.entity_id})
 MERGE (c)-[m:MENTIONS]->(e)
-SET m.count = row.count, m.labels = row.labels, m.label_counts = row.label_counts
+SET m.count = row.count, m.labels = row.labels, m.label_counts = row.label_counts, m.cues = row.cues,
+    m.cue_counts = row.cue_counts
 """
 
 # Evidence is a list of chunk ids with a parallel list of per-chunk weights, so withdrawing a chunk
@@ -94,8 +95,9 @@ SET r.chunk_ids = r.chunk_ids + [i IN fresh | row.chunk_ids[i]],
 
 # Recounted, not incremented: a re-run of a half-written wave or a deletion leaves the exact figures. Only
 # chunks start MENTIONS, one per (chunk, entity) (MERGE), so the degree is the number of distinct chunks. The
-# type votes (NER label -> spans) are summed over those MENTIONS into parallel lists on the node; the rows
-# returned are the entities whose stored type no longer has the most votes, for the caller to retype
+# type votes (NER label -> spans) and the type cues (cue rule -> spans, ragloom.extraction.cues) are summed over
+# those MENTIONS into parallel lists on the node; the rows returned are the entities whose stored type may have
+# to move (it no longer has the most votes, or cues are there to decide), for the caller to retype
 # (ragloom.extraction.resolution.voted_type decides; SET_TYPES writes).
 UPDATE_ENTITY_COUNTS = """
 UNWIND $entity_ids AS entity_id
@@ -107,10 +109,20 @@ CALL (e) {
   ORDER BY label
   RETURN collect(label) AS labels, collect(votes) AS votes
 }
-SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }, e.type_labels = labels, e.type_votes = votes
-WITH e, labels, votes, reduce(top = 0, v IN votes | CASE WHEN v > top THEN v ELSE top END) AS top
-WHERE top > 0 AND NOT e.type IN [i IN range(0, size(labels) - 1) WHERE votes[i] = top | labels[i]]
-RETURN e.entity_id AS entity_id, e.type AS type, labels, votes
+CALL (e) {
+  MATCH (:Chunk)-[m:MENTIONS]->(e)
+  UNWIND range(0, size(coalesce(m.cues, [])) - 1) AS i
+  WITH m.cues[i] AS cue, sum(m.cue_counts[i]) AS n
+  ORDER BY cue
+  RETURN collect(cue) AS cues, collect(n) AS cue_counts
+}
+SET e.chunk_count = COUNT { (e)<-[:MENTIONS]-() }, e.type_labels = labels, e.type_votes = votes,
+    e.type_cues = cues, e.type_cue_counts = cue_counts
+WITH e, labels, votes, cues, cue_counts,
+     reduce(top = 0, v IN votes | CASE WHEN v > top THEN v ELSE top END) AS top
+WHERE size(cues) > 0
+   OR (top > 0 AND NOT e.type IN [i IN range(0, size(labels) - 1) WHERE votes[i] = top | labels[i]])
+RETURN e.entity_id AS entity_id, e.type AS type, labels, votes, cues, cue_counts
 """
 
 SET_TYPES = """

@@ -201,7 +201,8 @@ class Neo4jStore(Closing):
                                 "aliases": [e.name, *e.aliases], "alias_norms": list(keys[1:])})
         self._write_rows(cypher.upsert_entities, entity_rows)
         mention_rows = [{"chunk_id": m.chunk_id, "entity_id": m.entity_id, "count": m.count,
-                         "labels": [label for label, _ in m.labels], "label_counts": [n for _, n in m.labels]}
+                         "labels": [label for label, _ in m.labels], "label_counts": [n for _, n in m.labels],
+                         "cues": [cue for cue, _ in m.cues], "cue_counts": [n for _, n in m.cues]}
                         for m in extraction.mentions]
         self._write_rows(cypher.write_mentions, mention_rows)
         self.update_entity_counts(sorted({m.entity_id for m in extraction.mentions}))
@@ -246,13 +247,16 @@ class Neo4jStore(Closing):
         return counts
 
     def update_entity_counts(self, entity_ids: Sequence[str]) -> dict[str, str]:
-        """Recount these entities' chunk counts and type votes from their mentions, and retype each whose stored
-        type lost the vote (``voted_type``: a tie keeps the stored type). Returns {entity id: new type} of the
-        types that moved."""
+        """Recount these entities' chunk counts, type votes and type cues from their mentions, and retype each
+        whose stored type lost (``voted_type``: cues outrank labels, a tie keeps the stored type). Returns
+        {entity id: new type} of the types that moved."""
         moved: dict[str, str] = {}
         for batch in cypher.batched(list(entity_ids), self.batch_size):
             for r in self._run(cypher.update_entity_counts(self.namespace, batch), write=True):
-                moved[r["entity_id"]] = voted_type(dict(zip(r["labels"], r["votes"], strict=True)), r["type"])
+                typed = voted_type(dict(zip(r["labels"], r["votes"], strict=True)), r["type"],
+                                   dict(zip(r["cues"], r["cue_counts"], strict=True)))
+                if typed != r["type"]:
+                    moved[r["entity_id"]] = typed
         self._write_rows(cypher.set_types, [{"entity_id": eid, "type": t} for eid, t in sorted(moved.items())])
         return moved
 

@@ -273,3 +273,50 @@ def test_the_type_follows_the_vote_of_every_mention_and_moves_back_when_chunks_g
     assert [e["type"] for e in store.entities_by_names(["amara lindqvist"])] == ["PERSON"]
     snapshot = build_graph(store.retrieval_graph_rows("recursive"))  # graph_rag's context item and the service
     assert snapshot.entity_types[snapshot.entity_names.index("Amara Lindqvist")] == "PERSON"
+
+
+def _cue_tallies(driver, ns: str) -> dict[str, dict[str, int]]:
+    records, _, _ = driver.execute_query(
+        "MATCH (e:Entity {ns: $ns}) RETURN e.entity_id AS id, e.type_cues AS cues, e.type_cue_counts AS counts", ns=ns)
+    return {r["id"]: dict(zip(r["cues"] or [], r["counts"] or [], strict=True)) for r in records}
+
+
+def test_a_type_cue_outranks_the_labels_while_its_chunk_is_there(store, neo4j_driver, namespace):
+    """Hand-tallied: Sofia is an ORG in the model's every label (the sample corpus's error); the one chunk whose
+    e-mail address spells her name makes her a PERSON, a re-write changes nothing, and removing that chunk hands the
+    type back to the labels. Her id never changes."""
+    chunks = [chunk(f"c{i}", "d1", i) for i in range(1, 4)]
+    store.upsert_chunks(chunks)
+    sofia = entity("sofia", "Sofia Almeida", "ORG")
+    labelled = [Mention(f"c{i}", "sofia", 2, (("ORG", 2),)) for i in (1, 2)]
+    store.write_extraction(extraction([sofia], labelled, []), ["c1", "c2"])
+    assert _types(neo4j_driver, namespace)["sofia"] == ("ORG", {"ORG": 4})
+    assert _cue_tallies(neo4j_driver, namespace)["sofia"] == {}
+    cued = Mention("c3", "sofia", 1, (("ORG", 1),), (("email_name", 1),))
+    moved = {}
+    for _ in range(2):  # the second write: an idempotent re-run of the same wave
+        store.write_extraction(extraction([sofia], [cued], []), ["c3"])
+        assert _types(neo4j_driver, namespace)["sofia"] == ("PERSON", {"ORG": 5})
+        assert _cue_tallies(neo4j_driver, namespace)["sofia"] == {"email_name": 1}
+        moved = store.update_entity_counts(["sofia"])
+    assert moved == {}  # the type holds while the evidence does: nothing to move on a recount
+    assert [e.entity_id for e in store.known_entities()] == ["sofia"]
+    snapshot = build_graph(store.retrieval_graph_rows("recursive"))
+    assert snapshot.entity_types[snapshot.entity_names.index("Sofia Almeida")] == "PERSON"
+    store.delete_chunks(["c3"])
+    assert _types(neo4j_driver, namespace)["sofia"] == ("ORG", {"ORG": 4})
+    assert _cue_tallies(neo4j_driver, namespace)["sofia"] == {}
+
+
+def test_cues_of_two_kinds_tied_leave_the_type_to_the_labels(store, neo4j_driver, namespace):
+    chunks = [chunk(f"c{i}", "d1", i) for i in range(1, 3)]
+    store.upsert_chunks(chunks)
+    name = entity("n", "Jordan", "GPE")
+    mentions = [Mention("c1", "n", 1, (("GPE", 1),), (("place_phrase", 1),)),
+                Mention("c2", "n", 2, (("PERSON", 2),), (("honorific", 1),))]
+    store.write_extraction(extraction([name], mentions, []), ["c1", "c2"])
+    # PERSON 2 to GPE 1 by the labels; one cue each for a person and a place: the labels decide
+    assert _types(neo4j_driver, namespace)["n"] == ("PERSON", {"GPE": 1, "PERSON": 2})
+    assert _cue_tallies(neo4j_driver, namespace)["n"] == {"honorific": 1, "place_phrase": 1}
+    store.delete_chunks(["c2"])  # the place cue alone leads now
+    assert _types(neo4j_driver, namespace)["n"] == ("GPE", {"GPE": 1})

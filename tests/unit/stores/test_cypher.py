@@ -25,7 +25,7 @@ def _builders():
         "link_next": (HOSTILE, [{"source": HOSTILE, "target": HOSTILE}]),
         "upsert_entities": (HOSTILE, [{"entity_id": HOSTILE, "name": HOSTILE}]),
         "write_mentions": (HOSTILE, [{"chunk_id": HOSTILE, "entity_id": HOSTILE, "count": 1, "labels": [HOSTILE],
-                                      "label_counts": [1]}]),
+                                      "label_counts": [1], "cues": [HOSTILE], "cue_counts": [1]}]),
         "write_relations": (HOSTILE, [{"source": HOSTILE, "target": HOSTILE, "type": HOSTILE}]),
         "mark_extracted": (HOSTILE, [HOSTILE]),
         "update_entity_counts": (HOSTILE, [HOSTILE]),

@@ -1,0 +1,148 @@
+"""Type cues: words around or inside a name that say what kind of thing it is, whatever the NER model says.
+
+spaCy's small English model labels some names wrongly in most of their mentions (a person called an
+organisation in seven mentions of seven), so no vote over its labels corrects them. A cue is evidence of
+another kind: a construction of English (or of an e-mail address) that names one kind of thing, read from
+the tokens of the chunk, with no weights and no gazetteer. The rules were chosen for how the language works,
+before any was scored, and are kept few:
+
+* a person: an honorific before the name ("Ms Almeida", "Dr. Ruth Smith"); an e-mail address in the chunk whose
+  local part spells the name ("sofia.almeida@...").
+* an organisation: a legal-form designator as the name's last word or right after it ("Corvane Systems AS",
+  "Acme Ltd."); an institution noun as the name's last word ("Bergen Marine Institute"), or one of a few
+  followed by "of" inside it ("University of Oslo"); the name spelling an e-mail domain in the chunk
+  ("@corvane.com" for "Corvane").
+* a place: "born/based/located/headquartered/situated in|at" before the name, "city/town/village of" before
+  it, "-based" after it ("Bergen-based").
+
+"who" after a name was a rule too and is not: on held-out MuSiQue text it turned 10 of the 12 entities it
+retyped wrongly into people, because English says "who" of groups, teams and nations ("the Union, who are members",
+"a player from Brazil, who won") and a restrictive "who" may belong to the noun before the name ("an outfielder in
+Major League Baseball who played for ..."); see docs/experiments/2026-11-26-entity-types-evidence.md.
+
+An entity's cues are tallied over all its mentions, like its NER labels, and the kind with the most cue spans
+decides its type (``cued_type``); labels decide only where no cue does. Matching is case-sensitive where case is
+the evidence (honorifics, designators, institution nouns).
+
+Pure Python (no spaCy): the extractor hands in token texts.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+PERSON, ORG, PLACE = "PERSON", "ORG", "place"
+PLACE_LABELS = ("GPE", "LOC")  # the NER labels a place cue may give; GPE unless the labels say LOC
+
+# rule name -> the kind of thing it is evidence of
+CUE_KINDS = {
+    "honorific": PERSON,
+    "email_name": PERSON,
+    "legal_form": ORG,
+    "institution": ORG,
+    "email_domain": ORG,
+    "place_phrase": PLACE,
+}
+
+HONORIFICS = frozenset({"Mr", "Mrs", "Ms", "Mx", "Dr", "Prof", "Professor", "Sir", "Dame"})
+LEGAL_FORMS = frozenset({"Inc", "Ltd", "LLC", "LLP", "PLC", "Plc", "plc", "Corp", "GmbH", "AG", "AS", "ASA", "Oy",
+                         "NV", "BV", "Pty", "Pte", "SpA"})
+INSTITUTIONS = frozenset({"University", "College", "Institute", "Academy", "Foundation", "Association", "Society",
+                          "Authority", "Administration", "Agency", "Ministry", "Commission", "Committee", "Council",
+                          "Consortium", "Bank", "Company", "Corporation", "Group", "Trust"})
+# ... which also head a name when followed by "of" ("University of Oslo", "Bank of England")
+INSTITUTIONS_OF = frozenset({"University", "College", "Institute", "Academy", "Bank", "Ministry", "Society"})
+PLACE_VERBS = frozenset({"born", "based", "located", "headquartered", "situated"})
+SETTLEMENTS = frozenset({"city", "town", "village"})
+
+_EMAIL = re.compile(r"([A-Za-z0-9][A-Za-z0-9._%+\-]*)@((?:[A-Za-z0-9\-]+\.)+[A-Za-z]{2,})")
+_MAIL_HOSTS = frozenset({"www", "mail", "email", "smtp", "co", "com", "ac", "org", "net", "gov", "edu"})
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _words(text: str) -> tuple[str, ...]:
+    decomposed = unicodedata.normalize("NFKD", text)
+    folded = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+    return tuple(_WORD.findall(folded))
+
+
+@dataclass(frozen=True)
+class Mail:
+    """What the e-mail addresses of one chunk spell: the words of each local part and the domains' names."""
+
+    local_parts: frozenset[tuple[str, ...]]
+    domains: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> Mail:
+        local_parts, domains = set(), set()
+        for local, domain in _EMAIL.findall(text):
+            local_parts.add(_words(local))
+            labels = domain.casefold().split(".")[:-1]  # the top-level domain names nothing
+            domains.update(label for label in labels if label not in _MAIL_HOSTS)
+        return cls(frozenset(local_parts), frozenset(domains))
+
+
+NO_MAIL = Mail(frozenset(), frozenset())
+
+
+def span_cues(words: Sequence[str], start: int, end: int, mail: Mail = NO_MAIL) -> tuple[str, ...]:
+    """The cue rules (``CUE_KINDS``) the name at tokens ``words[start:end]`` of a chunk fires, in rule order."""
+    if not 0 <= start < end <= len(words):
+        raise ValueError(f"span [{start}, {end}) outside the {len(words)} tokens")
+    inside = [w.rstrip(".") for w in words[start:end]]
+    previous = words[start - 1] if start > 0 else ""
+    if previous == "." and start > 1:  # "Dr ." tokenized apart: the word before the dot
+        previous = words[start - 2]
+    previous = previous.rstrip(".")
+    after = list(words[end: end + 2])
+    fired: list[str] = []
+    if previous in HONORIFICS or (len(inside) > 1 and inside[0] in HONORIFICS):
+        fired.append("honorific")
+    name = _words(" ".join(words[start:end]))
+    if len(name) > 1 and name in mail.local_parts:
+        fired.append("email_name")
+    if inside[-1] in LEGAL_FORMS or (after and after[0].rstrip(".") in LEGAL_FORMS):
+        fired.append("legal_form")
+    if inside[-1] in INSTITUTIONS or any(w in INSTITUTIONS_OF and nxt == "of"
+                                         for w, nxt in zip(inside, inside[1:], strict=False)):
+        fired.append("institution")
+    if len(name) == 1 and name[0] in mail.domains:
+        fired.append("email_domain")
+    raw_before = [w.lower() for w in words[max(0, start - 2): start]]
+    if (len(raw_before) == 2 and ((raw_before[0] in PLACE_VERBS and raw_before[1] in ("in", "at"))
+                                  or (raw_before[0] in SETTLEMENTS and raw_before[1] == "of"))) \
+            or (after[:2] == ["-", "based"]):
+        fired.append("place_phrase")
+    return tuple(fired)
+
+
+def cue_kinds(cues: Mapping[str, int]) -> dict[str, int]:
+    """Cue spans per kind of thing (PERSON, ORG, place) from cue spans per rule; unknown rules are refused."""
+    kinds: dict[str, int] = {}
+    for rule, n in cues.items():
+        if rule not in CUE_KINDS:
+            raise ValueError(f"unknown type cue {rule!r} (known: {', '.join(CUE_KINDS)})")
+        kinds[CUE_KINDS[rule]] = kinds.get(CUE_KINDS[rule], 0) + n
+    return kinds
+
+
+def cued_type(cues: Mapping[str, int], votes: Mapping[str, int], current: str) -> str | None:
+    """The type the cues of an entity's mentions give it (rule -> spans), or None where they decide nothing
+    (no cue, or two kinds tied at the top). A place keeps ``current`` when it is a place label already, else takes
+    the place label its NER votes prefer (GPE on a tie or none)."""
+    kinds = {kind: n for kind, n in cue_kinds(cues).items() if n > 0}
+    if not kinds:
+        return None
+    top = max(kinds.values())
+    leaders = [kind for kind, n in kinds.items() if n == top]
+    if len(leaders) > 1:
+        return None
+    if leaders[0] != PLACE:
+        return leaders[0]
+    if current in PLACE_LABELS:
+        return current
+    return max(PLACE_LABELS, key=lambda label: (votes.get(label, 0), label == "GPE"))
