@@ -81,3 +81,9 @@ class Embedder(ABC):
     @abstractmethod
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of shape (len(texts), dimension), float32, unit length."""
+
+    def single_threaded(self) -> Embedder:
+        """This embedder computing on one CPU thread, for callers whose cores other processes keep busy; the
+        same vectors. Backends without a thread count of their own (torch's is process-wide) return
+        themselves."""
+        return self

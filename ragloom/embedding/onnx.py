@@ -9,6 +9,7 @@ normalization run in numpy, mirroring the model's sentence-transformers Pooling/
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -291,14 +292,29 @@ class OnnxEmbedder(Embedder):
         self._tokenizer.no_padding()  # padding is done per length-sorted batch below
         self._pad_id = self._pad_token_id(layout)
 
-        self._session = open_session(self.onnx_path, threads, cuda=device.startswith("cuda"))
+        self._cuda = device.startswith("cuda")
+        threads = threads or usable_cpus()
+        self._session = open_session(self.onnx_path, threads, cuda=self._cuda)
         self._inputs = [i.name for i in self._session.get_inputs()]
+        self._single: OnnxEmbedder | None = self if threads == 1 or self._cuda else None
 
     def _pad_token_id(self, layout: ModelLayout) -> int:
         pad = _read_json(layout.model_dir / "special_tokens_map.json").get("pad_token", "[PAD]")
         pad = pad.get("content", "[PAD]") if isinstance(pad, dict) else pad
         token_id = self._tokenizer.token_to_id(pad)
         return 0 if token_id is None else token_id
+
+    def single_threaded(self) -> OnnxEmbedder:
+        """This embedder on a session of its own with one intra-op thread, made on the first call and kept.
+        Bit-identical vectors (the thread count splits the work, not the sums), and on cores the extraction's
+        processes keep busy the short names of the synonym pass embed for ~10% less CPU than on two threads
+        (docs/experiments/2026-11-26-synonym-pass-speed.md). On a GPU: itself."""
+        if self._single is None:
+            single = copy.copy(self)
+            single._session = open_session(self.onnx_path, 1)
+            single._single = single
+            self._single = single
+        return self._single
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)

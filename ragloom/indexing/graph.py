@@ -148,6 +148,8 @@ def _sync_chunks(store: Neo4jStore, extractor: EntityExtractor, strategy: str, c
     forms: set[tuple[str, str]] = set()
     type_merges: set[tuple[str, str, str]] = set()
     report.extraction_processes = extractor.processes_for(len(todo.new))
+    if linker is not None and report.extraction_processes > 1:
+        linker.share_cores()
 
     def extracted(waves: Iterator[Extraction]) -> Iterator[Extraction]:
         for extraction in waves:

@@ -84,14 +84,28 @@ def synonym_pairs(new_ids: Sequence[str], new_vectors: np.ndarray, new_kinds: Se
             local = np.arange(start, min(start + block, len(rows)))
             scores = group[local] @ group.T
             scores[np.arange(len(local)), local] = -np.inf  # not its own synonym
-            top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-            top_scores = np.take_along_axis(scores, top, axis=1)
-            for r, j in zip(*np.nonzero(top_scores >= params.threshold), strict=True):
-                a, b = sorted((ids[rows[local[r]]], ids[rows[top[r, j]]]))
-                if names is not None and contrasting_names(names[a], names[b]):
-                    continue
-                best[(a, b)] = max(best.get((a, b), -1.0), round(float(top_scores[r, j]), 6))
+            # Most names have no neighbour above the threshold, and a row with at most k has exactly those
+            # as its links (each scores above every other entity of the row): only rows with more than k
+            # are ranked, each as a whole row, so the k kept are the ones ranking all rows would keep.
+            above = scores >= params.threshold
+            counts = above.sum(axis=1)
+            for r, j in zip(*np.nonzero(above & (counts <= k)[:, None]), strict=True):
+                _link(best, ids[rows[local[r]]], ids[rows[j]], scores[r, j], names)
+            crowded = np.flatnonzero(counts > k)
+            if len(crowded):
+                ranked = scores[crowded]
+                top = np.argpartition(-ranked, k - 1, axis=1)[:, :k]
+                top_scores = np.take_along_axis(ranked, top, axis=1)
+                for r, j in zip(*np.nonzero(top_scores >= params.threshold), strict=True):
+                    _link(best, ids[rows[local[crowded[r]]]], ids[rows[top[r, j]]], top_scores[r, j], names)
     return sorted((a, b, s) for (a, b), s in best.items())
+
+
+def _link(best: dict[tuple[str, str], float], x: str, y: str, score: float, names: Mapping[str, str] | None) -> None:
+    """Keep the pair (smaller id, larger id) at its highest score, unless the names contrast."""
+    a, b = sorted((x, y))
+    if names is None or not contrasting_names(names[a], names[b]):
+        best[(a, b)] = max(best.get((a, b), -1.0), round(float(score), 6))
 
 
 @dataclass
@@ -126,6 +140,12 @@ class SynonymLinker:
         self._kinds: list[str] = []
         self._names: dict[str, str] = {}
         self._vectors = np.zeros((0, embedder.dimension), dtype=np.float32)
+
+    def share_cores(self) -> None:
+        """Other processes (the extraction's workers) keep the cores busy: embed names on one thread, for the
+        same vectors with less CPU (docs/experiments/2026-11-26-synonym-pass-speed.md). The kNN keeps BLAS's
+        threads: on one, its products sum in another order and ~1% of the scores move in the 6th decimal."""
+        self.embedder = self.embedder.single_threaded()
 
     def link(self, entity_ids: Iterable[str] | None = None) -> int:
         """Embed and link the entities among ``entity_ids`` (None: all of the namespace) without an embedding

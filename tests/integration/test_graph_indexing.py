@@ -442,3 +442,32 @@ def test_name_vectors_of_another_backend_of_the_model_serve_the_query_side(store
     assert sorted(store.retrieval_name_vectors(embedder.model_id)[0]) == sorted(ids)
     relabel("another-model|torch|384")
     assert store.retrieval_name_vectors(embedder.model_id)[0] == []
+
+
+def test_names_embedded_beside_the_extraction_workers_link_exactly_as_on_all_threads(store, neo4j_store_factory,
+                                                                                   embedder, neo4j_driver,
+                                                                                   namespace, monkeypatch):
+    """With worker processes the linker embeds names on one thread (less CPU on busy cores); the vectors
+    and SYNONYM edges are those of the embedder's own threads, bit for bit."""
+    from ragloom.indexing.synonyms import SynonymLinker
+
+    chunks = musique_chunks(60)
+    waving = EntityExtractor(load_nlp(), n_process=2, batch_size=8, parallel_min_chunks=16, min_wave_chunks=20)
+    params = SynonymParams(threshold=0.7)
+    shared = sync_graph(store, waving, STRATEGY, chunks, embedder=embedder, synonyms=params)
+    assert shared.extraction_processes == 2 and shared.waves == 3
+
+    sharing: list[bool] = []
+    monkeypatch.setattr(SynonymLinker, "share_cores", lambda self: sharing.append(True))
+    reference = neo4j_store_factory(namespace + "_all_threads")
+    own = sync_graph(reference, waving, STRATEGY, chunks, embedder=embedder, synonyms=params)
+    assert sharing == [True] and own.entities_embedded == shared.entities_embedded > 0
+    edges = synonym_edges(neo4j_driver, namespace)
+    assert len(edges) == shared.synonym_edges > 0
+    assert edges == synonym_edges(neo4j_driver, reference.namespace)
+    assert embeddings(neo4j_driver, namespace) == embeddings(neo4j_driver, reference.namespace)
+
+    # Extraction in this process (a small sync): the cores are the linker's, it keeps the embedder's threads.
+    small = neo4j_store_factory(namespace + "_small")
+    assert sync_graph(small, waving, STRATEGY, chunks[:5], embedder=embedder, synonyms=params).waves == 1
+    assert sharing == [True]

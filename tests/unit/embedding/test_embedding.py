@@ -100,6 +100,19 @@ def test_long_text_is_truncated_like_sentence_transformers(abstracts, torch_embe
     assert cos[0] > 0.9999
 
 
+def test_single_threaded_sibling_gives_the_same_vectors_bit_for_bit(abstracts, int8_embedder, torch_embedder):
+    names = ["Deutsche Bank", "Frankfurt", "Kim Jong-il", "Samuel Taylor Coleridge", "U.S. Senate", "Leone"] * 7
+    single = int8_embedder.single_threaded()
+    assert single is not int8_embedder and single.single_threaded() is single  # made once, then kept
+    assert int8_embedder.single_threaded() is single and single.model_id == int8_embedder.model_id
+    assert single._session.get_session_options().intra_op_num_threads == 1
+    for texts in (names, abstracts[:40]):
+        assert np.array_equal(single.encode(texts), int8_embedder.encode(texts))
+    assert torch_embedder.single_threaded() is torch_embedder  # torch's thread count is process-wide
+    one = OnnxEmbedder(quantized=True, batch_size=32, threads=1)
+    assert one.single_threaded() is one
+
+
 def test_empty_input(onnx_embedder, torch_embedder):
     assert onnx_embedder.encode([]).shape == (0, 384)
     assert torch_embedder.encode([]).shape == (0, 384)

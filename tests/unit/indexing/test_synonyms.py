@@ -55,6 +55,17 @@ def test_neighbours_caps_the_links_a_new_entity_makes():
                          SynonymParams(neighbours=0)) == []
 
 
+def test_rows_with_more_neighbours_than_the_cap_keep_their_nearest_and_the_others_keep_all():
+    # "n1" has four old entities above the threshold and keeps its two nearest; "n2" (far from n1) has
+    # exactly two and keeps both; "n3" has none.
+    old = unit(*[angle(d) for d in (1, 2, 3, 4, 90, 92)])
+    old_ids = ["o1", "o2", "o3", "o4", "p1", "p2"]
+    new = unit(angle(0), angle(91), angle(180))
+    pairs = synonym_pairs(["n1", "n2", "n3"], new, ["thing"] * 3, old_ids, old, ["thing"] * 6,
+                          SynonymParams(threshold=0.99, neighbours=2))
+    assert [(a, b) for a, b, _ in pairs] == [("n1", "o1"), ("n1", "o2"), ("n2", "p1"), ("n2", "p2")]
+
+
 def test_different_kinds_never_link_even_with_the_same_name():
     same = unit(angle(0), angle(0))
     assert synonym_pairs(["washington-person", "washington-place"], same, ["person", "thing"], [], NONE, [],
