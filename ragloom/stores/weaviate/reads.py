@@ -164,7 +164,7 @@ def _item(obj: Any, score: float, lanes: dict[str, float], include_vectors: bool
     metadata.setdefault("parent_id", None)
     if include_vectors:
         vector = default_vector(obj.vector)
-        metadata["vector"] = [float(x) for x in vector] if vector is not None else None
+        metadata["vector"] = _floats(vector) if vector is not None else None
     return RetrievedItem(
         chunk_id=props.get("chunk_id", ""),
         document_id=props.get("document_id", ""),
@@ -174,6 +174,14 @@ def _item(obj: Any, score: float, lanes: dict[str, float], include_vectors: bool
         lane_scores=lanes,
         metadata=metadata,
     )
+
+
+def _floats(vector: list[Any]) -> list[float]:
+    """The vector as a list of Python floats. The client decodes a vector into Python floats already: then a copy
+    (one C call), not a float() per element (a graph_rag query decodes 50-70 vectors of 384)."""
+    if vector and type(vector[0]) is float:
+        return list(vector)
+    return [float(x) for x in vector]
 
 
 def _as_list(vector: Sequence[float] | np.ndarray) -> list[float]:
