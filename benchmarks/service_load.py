@@ -10,6 +10,11 @@ collections (prefix ``BenchService``, or ``--prefix``) and graph namespace throu
 limit out of the way. Every run is time-bounded; queries cycle. Prints throughput, p50/p95/p99 and errors per
 run, and the issue's targets: hybrid throughput at concurrency 16 >= 1.3x the sequential in-process baseline,
 p95 <= 100 ms at concurrency 4, zero errors.
+
+Beside each run: the CPU it cost, in ms per query, by process (read from /proc before and after the run): the
+server (its processes together), Weaviate and Neo4j (the processes listening on the settings' ports), this
+script (the load generator; in the in-process runs, the API itself), and the rest of the machine (other work).
+Two cores give 2,000 CPU ms a second: 2,000 / (total CPU ms per query) is the throughput ceiling of the machine.
 """
 
 from __future__ import annotations
@@ -38,6 +43,94 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _ticks(pid: int) -> int:
+    """utime + stime of a process (its threads together), in clock ticks; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5), counted after the name
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (uvicorn's worker processes)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        out.append(todo.pop())
+        todo.extend(children.get(out[-1], []))
+    return out
+
+
+def _listener(port: int) -> int | None:
+    """The process listening on a local TCP port (the stores), from /proc/net/tcp and the processes' sockets."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{parts[9]}]")
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(fd) in inodes for fd in fd_dir.iterdir()):
+                return int(fd_dir.parent.name)
+        except OSError:
+            continue
+    return None
+
+
+def _machine_busy_ticks() -> int:
+    """Ticks all cores spent on anything but idle and I/O wait, since boot."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4]
+
+
+class CpuMeter:
+    """CPU ms per query of the server, the stores, this script and the rest of the machine over one run."""
+
+    def __init__(self, settings, server: int | None = None) -> None:
+        self.groups: dict[str, list[int]] = {}
+        if server is not None:
+            self.groups["server"] = _tree(server)
+        self.groups["this script"] = [os.getpid()]
+        for name, port in (("weaviate", settings.weaviate_http_port), ("neo4j", settings.neo4j_bolt_port)):
+            pid = _listener(port)
+            if pid is not None:
+                self.groups[name] = [pid]
+
+    def __enter__(self) -> CpuMeter:
+        self.start = {name: sum(_ticks(p) for p in pids) for name, pids in self.groups.items()}
+        self.start_machine = _machine_busy_ticks()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.used = {name: sum(_ticks(p) for p in pids) - self.start[name] for name, pids in self.groups.items()}
+        self.used_machine = _machine_busy_ticks() - self.start_machine
+
+    def per_query_ms(self, queries: int) -> dict[str, float]:
+        ms = 1000.0 / CLOCK_TICKS / max(queries, 1)
+        out = {name: ticks * ms for name, ticks in self.used.items()}
+        out["other"] = max(0.0, self.used_machine * ms - sum(out.values()))
+        out["total"] = self.used_machine * ms
+        return out
+
+
+CPU_COLUMNS = ("server", "weaviate", "neo4j", "this script", "other", "total")
+
+
 @dataclasses.dataclass
 class Run:
     name: str
@@ -45,6 +138,11 @@ class Run:
     latencies_ms: list[float]
     errors: int
     seconds: float
+    cpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def cpu_row(self) -> str:
+        cells = "".join(f"{self.cpu_ms[c]:>12.1f}" if c in self.cpu_ms else f"{'-':>12}" for c in CPU_COLUMNS)
+        return f"{self.name:<30}{self.concurrency:>5}{cells}"
 
     @property
     def throughput(self) -> float:
@@ -201,7 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         for strategy in strategies:
             rag.warm(strategy)
             sequential(rag, strategy, queries, args.k, min(3.0, args.seconds))  # warm-up
-            run = sequential(rag, strategy, queries, args.k, args.seconds)
+            with CpuMeter(settings) as meter:
+                run = sequential(rag, strategy, queries, args.k, args.seconds)
+            run.cpu_ms = meter.per_query_ms(len(run.latencies_ms))
             baselines[strategy] = run.throughput
             runs.append(run)
             log(run.row(None))
@@ -211,7 +311,9 @@ def main(argv: list[str] | None = None) -> int:
             for strategy in strategies:
                 rag.warm(strategy)
                 for level in levels:
-                    runs.append(threaded(rag, strategy, queries, args.k, level, args.seconds))
+                    with CpuMeter(settings) as meter:
+                        runs.append(threaded(rag, strategy, queries, args.k, level, args.seconds))
+                    runs[-1].cpu_ms = meter.per_query_ms(len(runs[-1].latencies_ms))
                     log(runs[-1].row(baselines[strategy]))
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -238,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
             for strategy in strategies:
                 asyncio.run(concurrent(url, key, strategy, queries, args.k, 4, min(3.0, args.seconds)))  # warm-up
                 for level in levels:
-                    run = asyncio.run(concurrent(url, key, strategy, queries, args.k, level, args.seconds))
+                    with CpuMeter(settings, server.pid) as meter:
+                        run = asyncio.run(concurrent(url, key, strategy, queries, args.k, level, args.seconds))
+                    run.cpu_ms = meter.per_query_ms(len(run.latencies_ms))
                     runs.append(run)
                     log(run.row(baselines[strategy]))
             metrics = httpx.get(f"{url}/metrics").text
@@ -253,11 +357,16 @@ def main(argv: list[str] | None = None) -> int:
           f"{'errors':>8}")
     for run in runs:
         print(run.row(None if run.name.startswith("in-process sequential") else baselines[run.name.split()[-1]]))
+    print(f"\nCPU ms per query (2 cores: 2,000 CPU ms a second; the server row of an in-process run is empty, "
+          f"this script is the API itself there), load average now {os.getloadavg()[0]:.2f}")
+    print(f"{'run':<30}{'conc':>5}" + "".join(f"{c:>12}" for c in CPU_COLUMNS))
+    for run in runs:
+        print(run.cpu_row())
     for run in runs:
         print(json.dumps({"run": run.name, "concurrency": run.concurrency, "queries": len(run.latencies_ms),
                           "qps": round(run.throughput, 2), "p50_ms": round(pct(run.latencies_ms, 50), 2),
                           "p95_ms": round(pct(run.latencies_ms, 95), 2), "p99_ms": round(pct(run.latencies_ms, 99), 2),
-                          "errors": run.errors}))
+                          "errors": run.errors, "cpu_ms_per_query": {k: round(v, 2) for k, v in run.cpu_ms.items()}}))
     batched = [line for line in metrics.splitlines() if line.startswith("ragloom_query_duration_seconds_count")]
     print("server metrics: " + "; ".join(batched))
 

@@ -38,6 +38,10 @@ class GraphRagRetriever(Retriever):
 
     No graph store, an unreadable graph, or no seed entity: the vector lane's own ranking answers, and
     ``metadata["fallbacks"]`` says why.
+
+    The lane asks for its candidates' ids and scores only; the chunks the answer returns are read whole by one
+    fetch at the end (``lane_read``), so the ~30 candidates that are never shown cost neither Weaviate nor the
+    client their text, properties and vectors.
     """
 
     summary = "Personalized PageRank over the chunk-entity graph, seeded by the query's entities and a vector lane"
@@ -108,7 +112,7 @@ class GraphRagRetriever(Retriever):
         # The lane waits on Weaviate while spaCy and the graph work here: run it alongside.
         lane = _lane_pool().submit(lanes.run, lane_name, request, self.chunking,
                                    max(options["candidates"], request.fetch_k), alpha=options["alpha"],
-                                   fusion_type=options["fusion_type"])
+                                   fusion_type=options["fusion_type"], ids_only=True)
         store, why = self.context.graph()
         if store is None:
             return _fallback(request, lane, why)
@@ -175,6 +179,7 @@ class GraphRagRetriever(Retriever):
             missing = sorted(predicates - set(graph.relation_types))
             if missing:
                 request.info["graph"]["unknown_relations"] = missing
+        items = _read_whole(request, items, {item.chunk_id for item in candidates})
         if options["graph_context"]:
             with request.stage("graph_context"):
                 explanation = graph_context.explain(graph, walk, mass, named or list(entities),
@@ -277,7 +282,29 @@ def _fallback(request: SearchRequest, lane: Future[list[RetrievedItem]], reason:
         raise kind(f"graph_rag: every lane failed: vector lane: {e}; graph: {reason}") from e
     request.fallbacks.append(f"graph_rag->hybrid: {reason}")
     log.info("graph_rag falls back to its vector lane: %s", reason)
-    return items[: request.fetch_k]
+    return _read_whole(request, items[: request.fetch_k], {item.chunk_id for item in items})
+
+
+def _read_whole(request: SearchRequest, items: list[RetrievedItem], thin: set[str]) -> list[RetrievedItem]:
+    """``items`` with those the ids-only lane returned (chunk ids in ``thin``) read whole, by one fetch under the
+    query's scope and filters; each keeps its score, lane scores and rank. A chunk deleted since the lane ran is
+    left out, as a fetched chunk is."""
+    wanted = [item.chunk_id for item in items if item.chunk_id in thin]
+    if not wanted:
+        return items
+    where = request.where()
+    fetched = store_call(request, "lane_read", lambda: request.context.vectors.fetch(
+        request.chunking, wanted, where=where, include_vectors=request.include_vectors))
+    whole = {item.chunk_id: item for item in fetched}
+    out = []
+    for item in items:
+        if item.chunk_id in thin:
+            if item.chunk_id not in whole:
+                continue
+            item = dataclasses.replace(whole[item.chunk_id], score=item.score, rank=item.rank,
+                                       lane_scores=item.lane_scores)
+        out.append(item)
+    return out
 
 
 # One thread per query in flight: the lane only waits on Weaviate, and a smaller pool queued the service's

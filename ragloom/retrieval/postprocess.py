@@ -39,17 +39,21 @@ def remove_near_duplicates(items: Sequence[RetrievedItem], threshold: float = DE
     Returns (kept, chunk ids removed).
     """
     kept: list[RetrievedItem] = []
-    kept_vectors: list[np.ndarray] = []
+    kept_units: np.ndarray | None = None  # the kept unit vectors, row by row (filled up to n_kept)
+    n_kept = 0
     removed: list[str] = []
     for item in items:
         vector = item_vector(item)
         if vector is not None:
             norm = float(np.linalg.norm(vector))
             unit = vector / norm if norm > 0 else vector
-            if kept_vectors and float(np.max(np.stack(kept_vectors) @ unit)) >= threshold:
+            if n_kept and float(np.max(kept_units[:n_kept] @ unit)) >= threshold:
                 removed.append(item.chunk_id)
                 continue
-            kept_vectors.append(unit)
+            if kept_units is None:
+                kept_units = np.empty((len(items), len(unit)), dtype=unit.dtype)
+            kept_units[n_kept] = unit
+            n_kept += 1
         kept.append(item)
     return kept, removed
 

@@ -374,6 +374,37 @@ def test_unknown_strategy_is_an_error_unless_the_fallback_is_asked_for(scifact, 
     assert result.items and result.metadata.lanes_run == ["dense"]
 
 
+def _whole(result: RetrievalResult) -> list[tuple]:
+    return [(i.chunk_id, i.document_id, i.text, i.score, i.rank, i.heading_path, i.lane_scores,
+             json.dumps(i.metadata, sort_keys=True, default=str)) for i in result.items]
+
+
+@pytest.mark.parametrize("options", [
+    {"k": 10, **WALK_ALWAYS},  # the walk ranks; chunks the lane did not return are fetched
+    {"k": 10},  # the default gate: lane head, walk slots, then the lane's order
+    {"k": 5, "keep_vectors": True, "max_per_document": 1},  # vectors and metadata the post-processing reads
+    {"k": 3, "require_named": True},  # a fallback: the lane answers
+], ids=["walk", "gate", "vectors", "fallback"])
+def test_graph_rag_reads_whole_the_chunks_its_ids_only_lane_returns(musique, musique_corpus, monkeypatch, options):
+    """The lane asks for ids and scores only; what graph_rag returns is what it returned with the lane's whole
+    chunks: the same items, texts, scores, ranks and metadata (vectors included)."""
+    from ragloom.retrieval import graph_rag, lanes
+
+    queries = [q.text for q in musique.queries[:6]] + ["what is it about?"]
+    thin = [musique_corpus.rag.query(q, strategy="graph_rag", **options) for q in queries]
+    run = lanes.run
+    # the lane as before: whole chunks, returned as they came
+    monkeypatch.setattr(lanes, "run", lambda *a, ids_only=False, **kw: run(*a, **kw))
+    monkeypatch.setattr(graph_rag, "_read_whole", lambda request, items, ids: items)
+    whole = [musique_corpus.rag.query(q, strategy="graph_rag", **options) for q in queries]
+    assert [_whole(r) for r in thin] == [_whole(r) for r in whole]
+    assert [r.metadata.fallbacks for r in thin] == [r.metadata.fallbacks for r in whole]
+    assert all("lane_read" in r.metadata.timings_ms for r in thin if r.items)
+    assert not any("lane_read" in r.metadata.timings_ms for r in whole)
+    if options.get("keep_vectors"):
+        assert all(len(i.metadata["vector"]) == 384 for r in thin for i in r.items if i.rank > 0)
+
+
 def test_graph_rag_without_a_named_entity_answers_like_its_vector_lane(musique_corpus):
     # a query naming no graph entity: the hybrid lane already in flight answers (not re-run)
     result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False,

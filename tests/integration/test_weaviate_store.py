@@ -166,6 +166,21 @@ def test_each_search_finds_the_gold_abstract(store, corpus, embedder, query_id):
     assert set(lanes["hybrid"][0].lane_scores) == {"hybrid"}
 
 
+@pytest.mark.parametrize("query_id", QUERY_IDS[:2])
+def test_ids_only_searches_rank_as_whole_ones_and_carry_nothing_else(store, corpus, embedder, query_id):
+    query = corpus["queries"][query_id]["text"]
+    vector = embedder.encode([query])[0]
+    searches = {"dense": lambda **kw: store.near_vector(STRATEGY, vector, 8, **kw),
+                "bm25": lambda **kw: store.bm25(STRATEGY, query, 8, **kw),
+                "hybrid": lambda **kw: store.hybrid(STRATEGY, query, vector, 8, **kw)}
+    for lane, search in searches.items():
+        whole, thin = search(include_vectors=True), search(include_vectors=True, ids_only=True)
+        assert [(i.chunk_id, i.score, i.rank, i.lane_scores) for i in thin] == \
+            [(i.chunk_id, i.score, i.rank, i.lane_scores) for i in whole], lane
+        assert all(i.text == "" and i.document_id == "" and i.metadata == {"parent_id": None} for i in thin), lane
+        assert all(i.text and "vector" in i.metadata for i in whole), lane
+
+
 def test_items_carry_the_exact_chunk(store, corpus):
     by_id = {c.chunk_id: (c, v) for c, v in zip(corpus["chunks"], corpus["vectors"], strict=True)}
     chunk, vector = corpus["chunks"][3], corpus["vectors"][3]

@@ -42,6 +42,30 @@ def test_near_duplicate_threshold_is_inclusive_and_configurable():
     assert remove_near_duplicates([a, a2], threshold=0.99)[1] == []
 
 
+def test_near_duplicates_match_the_pairwise_rule_on_random_vectors():
+    """An item goes when its cosine with any better-ranked *kept* item reaches the threshold (a removed item
+    removes nothing): checked against the rule written out pair by pair, with items without a vector between."""
+    rng = np.random.default_rng(3)
+    for trial in range(30):
+        base = rng.normal(size=(4, 8)).astype(np.float32)
+        # near copies of a few base vectors, so that some pairs pass any threshold
+        vectors = [base[rng.integers(4)] + rng.normal(scale=0.3, size=8).astype(np.float32) for _ in range(12)]
+        items = [item(f"c{i}", v.tolist()) if i % 5 != 4 else item(f"c{i}") for i, v in enumerate(vectors)]
+        threshold = float(rng.uniform(0.8, 0.99))
+        expected_kept, kept_units = [], []
+        for it in items:
+            v = it.metadata.get("vector")
+            if v is not None:
+                u = np.asarray(v, dtype=np.float32) / np.linalg.norm(np.asarray(v, dtype=np.float32))
+                if any(float(k @ u) >= threshold for k in kept_units):
+                    continue
+                kept_units.append(u)
+            expected_kept.append(it.chunk_id)
+        kept, removed = remove_near_duplicates(items, threshold)
+        assert [i.chunk_id for i in kept] == expected_kept, trial
+        assert removed == [i.chunk_id for i in items if i.chunk_id not in expected_kept]
+
+
 RULE = ("{n} A Captive Insurer must keep accounting records that show the assets, liabilities, revenues and expenses "
         "of its {what}, and must keep them for at least six years.")
 
