@@ -33,6 +33,7 @@ from reliability_support import (
 from ragloom import stack
 from ragloom.errors import StoreError
 from ragloom.extraction import EntityExtractor
+from ragloom.extraction.resolution import voted_type
 from ragloom.indexing.graph import sync_graph
 from ragloom.indexing.vectors import sync_vectors
 from ragloom.settings import Settings
@@ -88,8 +89,15 @@ def expected_graph(chunks: list[Chunk]) -> dict:
     for r in extraction.relations:
         relations[(r.source_id, r.target_id, r.type)][r.chunk_id] = relations[(r.source_id, r.target_id, r.type)].get(
             r.chunk_id, 0) + r.weight
+    # the store types an entity by the vote of its mentions' labels and type cues (voted_type), as it writes
+    votes: dict[str, Counter[str]] = defaultdict(Counter)
+    cues: dict[str, Counter[str]] = defaultdict(Counter)
+    for m in extraction.mentions:
+        votes[m.entity_id].update(dict(m.labels))
+        cues[m.entity_id].update(dict(m.cues))
     return {"chunks": {c.chunk_id: True for c in chunks},
-            "entities": {e.entity_id: (e.name, e.type) for e in extraction.entities},
+            "entities": {e.entity_id: (e.name, voted_type(votes[e.entity_id], e.type, cues[e.entity_id]))
+                         for e in extraction.entities},
             "mentions": {(m.chunk_id, m.entity_id): m.count for m in extraction.mentions},
             "relations": {k: (sum(v.values()), dict(sorted(v.items()))) for k, v in relations.items()}}
 
