@@ -6,6 +6,13 @@
 # cache. A changed lock file gives a new environment. The project itself is installed editable with
 # --no-deps (a second), and PYTHONPATH names the checkout that sourced this file, so the `ragloom`
 # command and every subprocess run that checkout's code.
+#
+# The strict shell options below hold while this file runs and are then put back as the caller had them, so
+# an interactive shell that sources it does not start exiting on its first failing command.
+_ragloom_restore="set +euo pipefail"
+case $- in *e*) _ragloom_restore+="; set -e" ;; esac
+case $- in *u*) _ragloom_restore+="; set -u" ;; esac
+if shopt -qo pipefail; then _ragloom_restore+="; set -o pipefail"; fi
 set -euo pipefail
 
 RAGLOOM_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,7 +44,7 @@ if [ ! -f "$venv/.complete" ]; then
   log "creating $venv (first run on this machine, or requirements.lock changed)"
   rm -rf "$venv"
   mkdir -p "$(dirname "$venv")"
-  "$UV" venv -q -p "$PY_VERSION" "$venv" || { log "uv could not find Python $PY_VERSION: install it (pyenv install $PY_VERSION)"; exit 1; }
+  "$UV" venv -q -p "$PY_VERSION" "$venv" || { log "uv could not find Python $PY_VERSION: install it (pyenv install $PY_VERSION)"; eval "$_ragloom_restore"; return 1 2>/dev/null || exit 1; }
   "$UV" pip install -q -p "$venv/bin/python" -r "$lock"
   touch "$venv/.complete"
   log "environment ready in $(( $(date +%s) - started ))s"
@@ -57,3 +64,6 @@ export VIRTUAL_ENV="$venv"
 export PATH="$venv/bin:$PATH"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # no model hub at run time
 export TOKENIZERS_PARALLELISM=false
+
+eval "$_ragloom_restore"
+unset _ragloom_restore
