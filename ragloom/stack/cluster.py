@@ -23,6 +23,7 @@ from ragloom import files
 from ragloom.errors import StackError
 from ragloom.settings import REPO_ROOT, Settings
 from ragloom.stack.process import ManagedProcess, port_open, wait_until
+from ragloom.types import sha256_hex
 
 CLUSTER_DIR = REPO_ROOT / "deploy" / "cluster"
 POSTGRES_DB = "dagster"
@@ -43,9 +44,12 @@ def cluster_home(settings: Settings) -> Path:
 
 
 def postgres_dir(settings: Settings) -> Path:
-    """Postgres refuses to run as root; as root its data lives where the `postgres` user can reach it."""
+    """Postgres refuses to run as root; as root its data lives where the `postgres` user can reach it, one
+    cluster per data directory: the password it was initialised with is generated into that data directory
+    (``stack/postgres.password``), so a second or a wiped RAGLOOM_DATA_DIR must not find the first one's cluster."""
     if os.geteuid() == 0:
-        return Path("/var/lib/ragloom") / f"postgres-{settings.postgres_port}"
+        key = sha256_hex(str(settings.data_dir.resolve()))[:12]
+        return Path("/var/lib/ragloom") / f"postgres-{settings.postgres_port}-{key}"
     return settings.stack_dir / "postgres"
 
 
