@@ -24,10 +24,12 @@ class SentenceTransformerEmbedder(Embedder):
             self._model = SentenceTransformer(path, device=device)
         except Exception as e:  # the library raises many kinds; all mean "cannot load"
             raise EmbeddingError(f"could not load embedding model {path!r}: {e}") from e
-        if dtype != "fp32":  # half precision on a GPU; vectors come back as float32 all the same
-            import torch  # deferred: loaded by sentence-transformers above already
+        import torch  # deferred: loaded by sentence-transformers above already
 
-            self._model.to({"fp16": torch.float16, "bf16": torch.bfloat16}[dtype])
+        # Always the dtype asked for: transformers 5 loads a checkpoint in its stored dtype, so an fp16 checkpoint
+        # would run in fp16 (slowly, on a CPU) under a model id that says fp32. Half precision is for a GPU;
+        # vectors come back as float32 either way.
+        self._model.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype])
         self.batch_size = batch_size
         # On a GPU whole batches are what is fast, and its memory is the model's to use.
         self.max_batch_tokens = max_batch_tokens if device == "cpu" else None
