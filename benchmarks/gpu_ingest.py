@@ -8,6 +8,7 @@ baseline in the same run: the same embedder on the same machine's CPU (torch fp3
 H100/H200: >= 2,500 chunks/s.
 
     python benchmarks/gpu_ingest.py [--documents 0] [--batches 256,512,1024] [--dtypes fp32,fp16,bf16] [--write]
+        [--write-requests 1,2,4,8]
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def main() -> None:
     parser.add_argument("--dtypes", default="fp32,fp16,bf16")
     parser.add_argument("--cpu-sample", type=int, default=300, help="chunks for the CPU baseline")
     parser.add_argument("--write", action="store_true", help="also embed + write into Weaviate")
+    parser.add_argument("--write-requests", default="1",
+                        help="insert requests in flight (RAGLOOM_WEAVIATE_WRITE_REQUESTS), one write run per value")
     args = parser.parse_args()
 
     from ragloom.embedding import EmbedderParams, make_embedder
@@ -110,14 +113,17 @@ def main() -> None:
         if not settings.weaviate_url:  # only the vector store: the graph plays no part in vector ingest
             settings = replace(settings, weaviate_api_key=settings.weaviate_api_key or uuid.uuid4().hex)
             print(f"weaviate  ready in {weaviate_server.start(settings, settings.weaviate_api_key):.1f}s", flush=True)
-        store = WeaviateStore.connect(replace(settings, collection_prefix=f"BenchGpu{uuid.uuid4().hex[:8]}"))
-        try:
-            report = sync_vectors(store, auto, "recursive", chunks, batch_size=max(256, chosen.batch_size * 4))
-        finally:
-            store.drop_collections()
-            store.close()
-        print(f"write     embed + write: {len(chunks) / report.seconds:8.1f} chunks/s (embed "
-              f"{report.embed_seconds:.1f}s, write {report.write_seconds:.1f}s overlapped)   aim >= 2,500", flush=True)
+        for requests in [int(n) for n in args.write_requests.split(",") if n]:
+            store = WeaviateStore.connect(replace(settings, collection_prefix=f"BenchGpu{uuid.uuid4().hex[:8]}",
+                                                  weaviate_write_requests=requests))
+            try:
+                report = sync_vectors(store, auto, "recursive", chunks)  # the batch size ingestion uses
+            finally:
+                store.drop_collections()
+                store.close()
+            print(f"write     embed + write, {requests} insert requests in flight: {len(chunks) / report.seconds:8.1f} "
+                  f"chunks/s (embed {report.embed_seconds:.1f}s, write {report.write_seconds:.1f}s overlapped)   "
+                  f"aim >= 2,500", flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

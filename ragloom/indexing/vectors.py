@@ -17,6 +17,7 @@ from ragloom.quality import SuiteOutcome
 from ragloom.stores.analysis import ANALYZER
 from ragloom.stores.embedding_cache import EmbeddingCache
 from ragloom.stores.weaviate import WeaviateStore, WriteResult, failure_message
+from ragloom.stores.weaviate.writes import INSERT_BATCH
 from ragloom.types import Chunk, Log, no_log
 
 
@@ -85,6 +86,8 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
 
     # Similar lengths in a batch pad less: the order of insertion does not matter to Weaviate.
     new = sorted(todo.new, key=lambda c: len(c.embed_text))
+    if store.write_requests > 1:  # enough objects per write to fill the insert requests it may have in flight
+        batch_size = max(batch_size, INSERT_BATCH * store.write_requests)
     failures: dict[str, str] = {}
     rejected: dict[str, str] = {}
     document_of = {c.chunk_id: c.document_id for c in new}

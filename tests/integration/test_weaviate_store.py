@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import socket
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -363,3 +364,51 @@ def test_another_backend_of_the_recorded_model_is_accepted_and_recorded_models_l
     with pytest.raises(StoreError, match="another model"):
         scratch.ensure_collection(STRATEGY, 384, model_id="another-model|torch|384")
     assert scratch.recorded_models() == {scratch.collection_name(STRATEGY): "all-MiniLM-L6-v2|torch|384"}
+
+
+def test_insert_requests_in_flight_write_everything_and_name_each_failure(scratch, corpus, monkeypatch):
+    import threading
+
+    from ragloom.stores.weaviate import writes
+
+    chunks = corpus["chunks"][:22]
+    vectors = corpus["vectors"][:22].copy()
+    vectors[5] = np.nan  # in the second request
+    vectors[17] = 0.0  # in the fifth
+    monkeypatch.setattr(writes, "INSERT_BATCH", 4)
+    inner, lock, state = writes.Writes._insert, threading.Lock(), {"now": 0, "most": 0}
+
+    def counted(collection, objects, indexes):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        try:
+            time.sleep(0.05)  # long enough that requests sent together overlap
+            return inner(collection, objects, indexes)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    monkeypatch.setattr(writes.Writes, "_insert", staticmethod(counted))
+    scratch.write_requests = 3
+    scratch.ensure_collection(STRATEGY, 384)
+    result = scratch.write_chunks(STRATEGY, chunks, vectors)
+    assert state["most"] == 3
+    assert result.failed.keys() == {chunks[5].chunk_id, chunks[17].chunk_id}
+    assert result.written == 20
+    assert set(scratch.chunk_index(STRATEGY)) == {c.chunk_id for i, c in enumerate(chunks) if i not in (5, 17)}
+
+
+def test_a_sync_with_requests_in_flight_writes_batches_that_fill_them(scratch, corpus, embedder, monkeypatch):
+    from ragloom.indexing import vectors as vector_sync
+
+    monkeypatch.setattr(vector_sync, "INSERT_BATCH", 4)
+    sizes: list[int] = []
+    inner = scratch.write_chunks
+    monkeypatch.setattr(scratch, "write_chunks", lambda s, c, v: sizes.append(len(c)) or inner(s, c, v))
+    scratch.write_requests = 3
+    chunks = corpus["chunks"][:30]
+    report = vector_sync.sync_vectors(scratch, embedder, STRATEGY, chunks, batch_size=2)
+    assert sizes == [12, 12, 6]  # max(2, 4 x 3) objects per write
+    assert report.inserted == 30 and set(scratch.chunk_index(STRATEGY)) == {c.chunk_id for c in chunks}
+    assert vector_sync.sync_vectors(scratch, embedder, STRATEGY, chunks, batch_size=2).inserted == 0

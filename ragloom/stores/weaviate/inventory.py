@@ -56,6 +56,7 @@ class Inventory:
         self._known_properties: dict[str, dict[str, str]] = {}  # collection -> property -> data type
         self._bm25_analyzed: dict[str, bool] = {}  # collection -> written with the current BM25 analyzer
         self.bm25_k1, self.bm25_b = 1.2, 0.75  # BM25 parameters of the collections it creates (Settings)
+        self.write_requests = 1  # insert requests in flight at once per write (Settings.weaviate_write_requests)
         # Replicas of each shard for collections this store creates, and how many replicas must answer a read
         # or acknowledge a write (ONE | QUORUM | ALL; with one replica every level is the same).
         self.replication_factor = replication_factor

@@ -30,6 +30,7 @@ class WeaviateStore(Closing, Admin, Migrate, Reads, Selection):
                     metadata=MetadataLayout.from_settings(settings))
         store._owns_connection = True
         store.bm25_k1, store.bm25_b = settings.bm25_k1, settings.bm25_b
+        store.write_requests = settings.weaviate_write_requests
         return store
 
     def _close_connection(self) -> None:

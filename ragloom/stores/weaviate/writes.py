@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,22 +117,31 @@ class Writes(Versions):
         errors: dict[int, str] = {}
         unreachable = ""  # a whole request failed (server down, network): not the objects' fault
         collection = self._collection(strategy, write=True)
-        for attempt in range(len(RETRY_DELAYS) + 1):
-            if attempt:
-                time.sleep(RETRY_DELAYS[attempt - 1])
-            errors, unreachable = {}, ""
-            for begin in range(0, len(pending), INSERT_BATCH):
-                part = pending[begin:begin + INSERT_BATCH]
-                try:
-                    errors.update(self._insert(collection, [objects[i] for i in part], part))
-                except _RequestFailed as e:
-                    if e.backed_off:
-                        raise StoreError(f"Weaviate: writing to {name} failed: {e}") from e
-                    unreachable = str(e)
-                    errors.update(dict.fromkeys(part, unreachable))
-            pending = sorted(errors)
-            if not pending:
-                break
+
+        def send(part: list[int]) -> tuple[dict[int, str], _RequestFailed | None]:
+            try:
+                return self._insert(collection, [objects[i] for i in part], part), None
+            except _RequestFailed as e:
+                return dict.fromkeys(part, str(e)), e
+
+        # Up to ``write_requests`` insert requests in flight: one request keeps only part of a many-core server
+        # busy (docs/experiments/2026-11-26-gpu-ingest.md). Results are taken in order, as one at a time would.
+        with ThreadPoolExecutor(max_workers=max(1, self.write_requests), thread_name_prefix="weaviate-insert") as pool:
+            for attempt in range(len(RETRY_DELAYS) + 1):
+                if attempt:
+                    time.sleep(RETRY_DELAYS[attempt - 1])
+                errors, unreachable = {}, ""
+                parts = [pending[begin:begin + INSERT_BATCH] for begin in range(0, len(pending), INSERT_BATCH)]
+                sent = pool.map(send, parts) if self.write_requests > 1 and len(parts) > 1 else map(send, parts)
+                for part_errors, failed in sent:
+                    if failed is not None:
+                        if failed.backed_off:
+                            raise StoreError(f"Weaviate: writing to {name} failed: {failed}") from failed
+                        unreachable = str(failed)
+                    errors.update(part_errors)
+                pending = sorted(errors)
+                if not pending:
+                    break
         if unreachable:
             # An outage fails the run now, loudly, instead of recording every later batch as failed objects.
             raise StoreError(f"Weaviate: writing to {name} failed after {len(RETRY_DELAYS) + 1} attempts: "
