@@ -202,9 +202,9 @@ class Settings:
     weaviate_write_consistency: str = _setting("QUORUM", "ONE | QUORUM | ALL per write (matters only with replicas)")
     weaviate_read_consistency: str = _setting("QUORUM", "ONE | QUORUM | ALL per read (matters only with replicas)")
     weaviate_nodes: int = _setting(3, "nodes of the cluster profile's Weaviate")
-    weaviate_write_requests: int = _setting(1,
-        "insert requests (of up to 512 objects) in flight at once per batch write; more keep a many-core Weaviate "
-        "busy (docs/experiments/2026-11-26-gpu-ingest.md)")
+    weaviate_write_requests: int = _setting(0,
+        "insert requests (of up to 512 objects) in flight at once per batch write; 0 = by this machine's cores (1 "
+        "on up to 4, else half the cores, at most 8: docs/experiments/2026-11-26-gpu-ingest.md)")
     weaviate_write_timeout_seconds: float = _setting(30.0,
         "one insert request (up to 512 objects); a request that times out is re-sent (writes are upserts). The "
         "client's own default, 90 s, is how long a write waited on a replica that had just died in a cluster")
@@ -424,8 +424,9 @@ class Settings:
             if getattr(self, name) not in CONSISTENCY_LEVELS:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)!r}: choose "
                                   f"{', '.join(CONSISTENCY_LEVELS)}")
-        if not 1 <= self.weaviate_write_requests <= 64:
-            raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_REQUESTS={self.weaviate_write_requests}: choose 1 to 64")
+        if not 0 <= self.weaviate_write_requests <= 64:
+            raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_REQUESTS={self.weaviate_write_requests}: choose 1 to 64, "
+                              "or 0 (by this machine's cores)")
         if self.weaviate_write_timeout_seconds <= 0:
             raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_TIMEOUT_SECONDS={self.weaviate_write_timeout_seconds}: "
                               "must be > 0")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ragloom.metadata import MetadataLayout
 from ragloom.settings import Settings
 from ragloom.stores.base import Closing
@@ -10,6 +12,7 @@ from ragloom.stores.weaviate.connection import open_client
 from ragloom.stores.weaviate.migrate import Migrate
 from ragloom.stores.weaviate.reads import Reads
 from ragloom.stores.weaviate.selection import Selection
+from ragloom.stores.weaviate.writes import default_write_requests
 
 
 class WeaviateStore(Closing, Admin, Migrate, Reads, Selection):
@@ -30,7 +33,7 @@ class WeaviateStore(Closing, Admin, Migrate, Reads, Selection):
                     metadata=MetadataLayout.from_settings(settings))
         store._owns_connection = True
         store.bm25_k1, store.bm25_b = settings.bm25_k1, settings.bm25_b
-        store.write_requests = settings.weaviate_write_requests
+        store.write_requests = settings.weaviate_write_requests or default_write_requests(os.cpu_count())
         return store
 
     def _close_connection(self) -> None:
