@@ -30,10 +30,18 @@ from ragloom.errors import RagloomError, StoreError
 from ragloom.indexing.compose import index_graph, index_vectors
 from ragloom.indexing.graph import check_graph
 from ragloom.indexing.vectors import check_vectors
+from ragloom.settings import Settings
 from ragloom.tables import frame_to_chunks
 from resources import ArtifactStore, EmbedderResource, Neo4jResource, NlpResource, WeaviateResource, settings_of
 
-STORE_RETRY = RetryPolicy(max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
+
+def store_retry(settings: Settings) -> RetryPolicy:
+    """Store-writing steps retry a store error 3 times, after RAGLOOM_STORE_RETRY_DELAY_SECONDS, then twice and
+    four times that (with jitter): ~35 s of outage ridden out at the default 5 s."""
+    return RetryPolicy(max_retries=3, delay=settings.store_retry_delay_seconds, backoff=Backoff.EXPONENTIAL,
+                       jitter=Jitter.PLUS_MINUS)
+
+
 # Store-writing assets sit in the pools "weaviate" and "neo4j" (limit 1 each in dagster.yaml), so two
 # runs never write the same store at once, whoever launched them; ingest runs also carry this tag.
 STORE_WRITER_TAGS = {"ragloom/store-writer": "true"}
@@ -49,11 +57,11 @@ def _run_sync(context: AssetExecutionContext, what: str, fn: Callable[[], Any]) 
         raise Failure(description=f"{what}: {e}", allow_retries=False) from e
 
 
-def build_vector_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
+def build_vector_assets(chunking: str, settings: Settings) -> tuple[AssetsDefinition, AssetChecksDefinition]:
     chunks_name = f"chunks_{chunking}"
 
     @asset(name=f"vectors_{chunking}", group_name="ingestion", kinds={"weaviate"}, ins={"chunks": AssetIn(chunks_name)},
-           retry_policy=STORE_RETRY, pool="weaviate",
+           retry_policy=store_retry(settings), pool="weaviate",
            description=f"Weaviate collection of the {chunking} chunks: embeds new chunks (cached), deletes "
                        "chunks of changed or removed documents.")
     def _vectors(context: AssetExecutionContext, chunks: pd.DataFrame, weaviate: WeaviateResource,
@@ -81,11 +89,11 @@ def build_vector_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDef
     return _vectors, _check
 
 
-def build_graph_assets(chunking: str) -> tuple[AssetsDefinition, AssetChecksDefinition]:
+def build_graph_assets(chunking: str, settings: Settings) -> tuple[AssetsDefinition, AssetChecksDefinition]:
     chunks_name = f"chunks_{chunking}"
 
     @asset(name=f"graph_{chunking}", group_name="ingestion", kinds={"neo4j"}, ins={"chunks": AssetIn(chunks_name)},
-           retry_policy=STORE_RETRY, pool="neo4j",
+           retry_policy=store_retry(settings), pool="neo4j",
            description=f"Neo4j graph of the {chunking} chunks: spaCy entities, mentions and relations, "
                        "extracted for new chunks only (new entities get a name embedding and synonym edges); "
                        "removed chunks' evidence is withdrawn.")

@@ -5,7 +5,7 @@ changed sections. Thin: ragloom.indexing.summaries does the work."""
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, AssetsDefinition, MaterializeResult, asset
 
-from assets.stores import STORE_RETRY, _run_sync
+from assets.stores import _run_sync, store_retry
 from ragloom.indexing.compose import index_summaries
 from ragloom.indexing.summaries import summary_collection
 from ragloom.settings import Settings
@@ -21,7 +21,8 @@ def build_summary_assets(chunking: str, settings: Settings) -> AssetsDefinition:
     uses_llm = settings.summaries_use_llm()
 
     @asset(name=f"summaries_{chunking}", group_name="ingestion", kinds={"weaviate"},
-           ins={"chunks": AssetIn(f"chunks_{chunking}")}, deps=[f"vectors_{chunking}"], retry_policy=STORE_RETRY,
+           ins={"chunks": AssetIn(f"chunks_{chunking}")}, deps=[f"vectors_{chunking}"],
+           retry_policy=store_retry(settings),
            pool=LLM_POOL if uses_llm else "weaviate",
            description=f"RAPTOR-lite: a summary per section of the {chunking} chunks ("
                        f"{'written by the configured LLM' if uses_llm else 'extractive'}), in their own collection; "

@@ -33,11 +33,11 @@ def ingestion_assets(settings: Settings) -> tuple[list, list]:
     """The ingestion asset graph and its checks for the configured chunkings."""
     assets, checks = [documents], [documents_quality, no_rejected_files]
     for chunking in settings.chunkings:
-        for asset_def, check_def in (build_chunk_assets(chunking), build_vector_assets(chunking)):
+        for asset_def, check_def in (build_chunk_assets(chunking), build_vector_assets(chunking, settings)):
             assets.append(asset_def)
             checks.append(check_def)
     for chunking in settings.graph_chunkings:
-        asset_def, check_def = build_graph_assets(chunking)
+        asset_def, check_def = build_graph_assets(chunking, settings)
         assets.append(asset_def)
         checks.append(check_def)
     assets += [build_summary_assets(chunking, settings) for chunking in settings.summary_chunkings]

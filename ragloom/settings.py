@@ -299,6 +299,9 @@ class Settings:
     schedule_timezone: str = _setting("UTC", "the schedule's timezone")
     sensor_interval_seconds: int = _setting(30, "minimum interval of the uploads sensor")
     stack_timeout_seconds: int = _setting(180, "how long stack up waits for the servers to be ready")
+    store_retry_delay_seconds: float = _setting(5.0,
+        "a store-writing ingest step that fails on a store error is retried 3 times, after this delay, then twice "
+        "and four times it (with jitter)")
     # the optional language model (any OpenAI-compatible chat-completions endpoint)
     llm_base_url: str = _setting("",
         "OpenAI-compatible endpoint, e.g. https://api.openai.com/v1; else the stack's llama-server; neither: no model")
@@ -424,6 +427,9 @@ class Settings:
             if getattr(self, name) not in CONSISTENCY_LEVELS:
                 raise ConfigError(f"RAGLOOM_{name.upper()}={getattr(self, name)!r}: choose "
                                   f"{', '.join(CONSISTENCY_LEVELS)}")
+        if not 0 < self.store_retry_delay_seconds <= 600:
+            raise ConfigError(f"RAGLOOM_STORE_RETRY_DELAY_SECONDS={self.store_retry_delay_seconds}: choose a delay "
+                              "above 0 and at most 600")
         if not 0 <= self.weaviate_write_requests <= 64:
             raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_REQUESTS={self.weaviate_write_requests}: choose 1 to 64, "
                               "or 0 (by this machine's cores)")

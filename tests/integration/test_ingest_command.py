@@ -105,8 +105,9 @@ def test_ingest_command_exits_non_zero_with_the_failed_step(tmp_path, namespace,
     docs.mkdir()
     (docs / "note.md").write_text("# Note\n\nThe Hardanger survey starts in May.")
     closed = str(free_port())
+    # the retries' timing is a setting (5 s, 10 s, 20 s by default): their number and the outcome are what count
     env = _env(tmp_path, namespace, RAGLOOM_WEAVIATE_HTTP_PORT=closed, RAGLOOM_WEAVIATE_GRPC_PORT=closed,
-               RAGLOOM_WEAVIATE_URL="")
+               RAGLOOM_WEAVIATE_URL="", RAGLOOM_STORE_RETRY_DELAY_SECONDS="0.2")
     done = _ingest(env, str(docs), "--chunkings", "recursive", "--graph-chunkings", "", "--json")
     assert done.returncode == 1, done.stdout + done.stderr
     summary = json.loads(done.stdout)
@@ -115,6 +116,11 @@ def test_ingest_command_exits_non_zero_with_the_failed_step(tmp_path, namespace,
     assert "FAILED vectors_recursive" in done.stderr
     run, _ = _recorded(env["DAGSTER_HOME"], summary["run_id"], monkeypatch)
     assert run.status.value == "FAILURE"
+    from dagster import DagsterEventType, DagsterInstance
+
+    with DagsterInstance.get() as instance:  # DAGSTER_HOME set by _recorded
+        retries = instance.get_records_for_run(summary["run_id"], of_type=DagsterEventType.STEP_UP_FOR_RETRY).records
+    assert [r.event_log_entry.step_key for r in retries] == ["vectors_recursive"] * 3
 
 
 @pytest.mark.parametrize("args, needle", [
