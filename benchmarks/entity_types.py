@@ -2,8 +2,9 @@
 
 Builds the graph the way an incremental ingest does (``sync_graph`` over a growing chunk set, one batch after
 the other) in a fresh Neo4j namespace per corpus, then reads the stored type of every labelled name and
-scores it. Two corpora: the sample corpus (recursive chunks, one document per batch, in path order) and the
-seeded MuSiQue subset the labels were drawn from (one chunk per passage, 50 passages per batch). NER labels
+scores it. Three corpora: the sample corpus (recursive chunks, one document per batch, in path order), the
+seeded MuSiQue subset the labels were drawn from (one chunk per passage, 50 passages per batch), and a second
+MuSiQue subset drawn from the passages the first left out, labelled after the type cues were written (held out). NER labels
 are scored coarsely: PERSON, ORG, GPE and LOC as themselves, every other label as ``other``; ``place``
 accuracy also counts GPE/LOC for each other. A labelled name the graph does not hold counts as wrong.
 
@@ -12,6 +13,7 @@ i.e. how far the batch order decides a type.
 
     python benchmarks/entity_types.py [--batch-musique 50] [--one-batch]
     python benchmarks/entity_types.py --candidates musique   # names to label: seeded sample with context
+    python benchmarks/entity_types.py --candidates musique_heldout   # the held-out sample (another seed)
     python benchmarks/entity_types.py --retypings musique    # entities a type cue retypes, for a hand audit
 """
 
@@ -39,6 +41,7 @@ SAMPLE = REPO / "sample_corpus"
 MUSIQUE = Path("/work/shared/data/musique/corpus.jsonl")
 MUSIQUE_PASSAGES = 300
 SEED = 33
+HELDOUT_SEED = 34
 COARSE = ("PERSON", "ORG", "GPE", "LOC")
 
 
@@ -53,15 +56,25 @@ def sample_documents() -> list[list[Chunk]]:
     return [c for c in (chunker.chunk(d) for d in docs) if c]
 
 
-def musique_passages() -> list[dict]:
-    """The seeded subset of MuSiQue passages the labels come from."""
+def musique_passages(seed: int = SEED) -> list[dict]:
+    """The seeded subset of MuSiQue passages the labels come from. Another seed draws from the passages the
+    first subset left out (the held-out sample: labelled after the type cues were written)."""
     rows = [json.loads(line) for line in MUSIQUE.open(encoding="utf-8")]
-    return sorted(random.Random(SEED).sample(rows, MUSIQUE_PASSAGES), key=lambda r: r["_id"])
+    first = random.Random(SEED).sample(rows, MUSIQUE_PASSAGES)
+    if seed != SEED:
+        taken = {r["_id"] for r in first}
+        return sorted(random.Random(seed).sample([r for r in rows if r["_id"] not in taken], MUSIQUE_PASSAGES),
+                      key=lambda r: r["_id"])
+    return sorted(first, key=lambda r: r["_id"])
 
 
-def musique_chunks() -> list[Chunk]:
+# corpus name -> seed of its MuSiQue subset (and of the names drawn from it for labelling)
+MUSIQUE_SEEDS = {"musique": SEED, "musique_heldout": HELDOUT_SEED}
+
+
+def musique_chunks(seed: int = SEED) -> list[Chunk]:
     chunks = []
-    for row in musique_passages():
+    for row in musique_passages(seed):
         text = row["text"]
         chunks.append(Chunk(chunk_id=make_chunk_id(row["_id"], "recursive", "types", 0, len(text), text),
                             document_id=row["_id"], strategy="recursive", text=text, start=0, end=len(text),
@@ -158,15 +171,16 @@ def score(gold: list[dict], held: dict[str, list[tuple[int, str, str]]]) -> dict
 def candidates(corpus: str, settings: Settings, n: int) -> None:
     """Print the names the extractor finds, with a context, for hand labelling (the NER label is not shown)."""
     extractor = extractor_for(settings, n_process=1)
-    chunks = musique_chunks() if corpus == "musique" else [c for d in sample_documents() for c in d]
+    seed = MUSIQUE_SEEDS.get(corpus)
+    chunks = musique_chunks(seed) if seed else [c for d in sample_documents() for c in d]
     extraction = extractor.extract(chunks)
     texts = {c.chunk_id: c.text for c in chunks}
     first = {}
     for m in extraction.mentions:
         first.setdefault(m.entity_id, m.chunk_id)
     entities = sorted(extraction.entities, key=lambda e: e.entity_id)
-    if corpus == "musique":
-        entities = random.Random(SEED).sample(entities, min(n, len(entities)))
+    if seed:
+        entities = random.Random(seed).sample(entities, min(n, len(entities)))
     for e in sorted(entities, key=lambda e: e.name.casefold()):
         text = texts[first[e.entity_id]]
         at = text.find(e.name)
@@ -179,7 +193,8 @@ def retypings(corpus: str, settings: Settings) -> None:
     unlabelled text: the corpus extracted in one batch, in memory, each entity's label vote with and without cues."""
     from ragloom.extraction.resolution import voted_type
 
-    chunks = musique_chunks() if corpus == "musique" else [c for d in sample_documents() for c in d]
+    seed = MUSIQUE_SEEDS.get(corpus)
+    chunks = musique_chunks(seed) if seed else [c for d in sample_documents() for c in d]
     extraction = extractor_for(settings, n_process=1).extract(chunks)
     votes: dict[str, Counter[str]] = {}
     cues: dict[str, Counter[str]] = {}
@@ -210,9 +225,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-musique", type=int, default=50, help="MuSiQue passages per ingest batch")
     parser.add_argument("--one-batch", action="store_true", help="ingest each corpus in a single sync")
-    parser.add_argument("--candidates", choices=("sample", "musique"), help="print names to label, then stop")
+    parser.add_argument("--candidates", choices=("sample", *MUSIQUE_SEEDS), help="print names to label, then stop")
     parser.add_argument("--n", type=int, default=100, help="with --candidates musique: how many names")
-    parser.add_argument("--retypings", choices=("sample", "musique"),
+    parser.add_argument("--retypings", choices=("sample", *MUSIQUE_SEEDS),
                         help="print the entities whose type a cue changes (one batch, no store), then stop")
     args = parser.parse_args()
     settings = Settings.from_env()
@@ -224,11 +239,12 @@ def main() -> None:
         return
     gold = json.loads(LABELS.read_text(encoding="utf-8"))
     extractor = extractor_for(settings, n_process=1)
-    corpora = {
-        "sample_corpus": sample_documents(),
-        "musique": [musique_chunks()[i: i + args.batch_musique]
-                    for i in range(0, MUSIQUE_PASSAGES, args.batch_musique)],
-    }
+    corpora = {"sample_corpus": sample_documents()}
+    for corpus, seed in MUSIQUE_SEEDS.items():
+        if corpus in gold:
+            chunks = musique_chunks(seed)
+            corpora[corpus] = [chunks[i: i + args.batch_musique]
+                               for i in range(0, MUSIQUE_PASSAGES, args.batch_musique)]
     results = {}
     agreement = {}
     cue_reports = {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import socket
-import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -377,13 +376,17 @@ def test_insert_requests_in_flight_write_everything_and_name_each_failure(scratc
     vectors[17] = 0.0  # in the fifth
     monkeypatch.setattr(writes, "INSERT_BATCH", 4)
     inner, lock, state = writes.Writes._insert, threading.Lock(), {"now": 0, "most": 0}
+    three_in_flight = threading.Event()
 
     def counted(collection, objects, indexes):
         with lock:
             state["now"] += 1
             state["most"] = max(state["most"], state["now"])
+            if state["now"] == 3:
+                three_in_flight.set()
         try:
-            time.sleep(0.05)  # long enough that requests sent together overlap
+            # requests sent together are all in flight before any is answered; one at a time never reaches three
+            three_in_flight.wait(timeout=10)
             return inner(collection, objects, indexes)
         finally:
             with lock:
