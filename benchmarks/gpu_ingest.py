@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 import uuid
 from dataclasses import replace
@@ -43,13 +44,18 @@ def chunks_of(data: Path, documents: int) -> list:
     return RecursiveChunker(counter=get_token_counter(os.environ.get("RAGLOOM_EMBED_MODEL", ""))).chunk_many(docs)
 
 
-def rate(embedder, texts: list[str], call: int = 4096) -> float:
-    """chunks/s over ``texts`` in calls of ``call`` texts (sync_vectors' batches are smaller on the CPU)."""
-    embedder.encode(texts[:256])  # warm-up: CUDA context, kernels
-    started = time.perf_counter()
-    for begin in range(0, len(texts), call):
-        embedder.encode(texts[begin:begin + call])
-    return len(texts) / (time.perf_counter() - started)
+def rate(embedder, texts: list[str], call: int = 4096, repeats: int = 1) -> float:
+    """Median chunks/s of ``repeats`` passes over ``texts`` in calls of ``call`` texts, after a warm-up call of
+    ``call`` texts spread over every length (a GPU plans its kernels per padded shape: 256 short texts left the
+    first pass 35-45% slow on an H100, docs/experiments/2026-11-26-gpu-ingest.md)."""
+    embedder.encode(texts[:: max(1, len(texts) // call)][:call])
+    rates = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for begin in range(0, len(texts), call):
+            embedder.encode(texts[begin:begin + call])
+        rates.append(len(texts) / (time.perf_counter() - started))
+    return statistics.median(rates)
 
 
 def main() -> None:
@@ -58,6 +64,7 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=0, help="first N abstracts (0 = all 5,183)")
     parser.add_argument("--batches", default="256,512,1024")
     parser.add_argument("--dtypes", default="fp32,fp16,bf16")
+    parser.add_argument("--repeats", type=int, default=1, help="timed passes per embedder (the median is printed)")
     parser.add_argument("--cpu-sample", type=int, default=300, help="chunks for the CPU baseline")
     parser.add_argument("--write", action="store_true", help="also embed + write into Weaviate")
     parser.add_argument("--write-requests", default="1",
@@ -77,7 +84,7 @@ def main() -> None:
     chosen = plan(EmbedderParams(model=model))
     print(f"device=auto plan: {chosen}", flush=True)
     auto = make_embedder(EmbedderParams(model=model), reuse=False)
-    auto_rate = rate(auto, texts)
+    auto_rate = rate(auto, texts, repeats=args.repeats)
     print(f"auto      {auto.model_id}: {auto_rate:8.1f} chunks/s", flush=True)
 
     cpu = make_embedder({"model": model, "backend": "torch", "device": "cpu"}, reuse=False)
@@ -99,7 +106,7 @@ def main() -> None:
                 embedder = make_embedder({"model": model, "backend": "torch", "device": "cuda", "dtype": dtype,
                                           "batch_size": batch},
                                          reuse=False)
-                r = rate(embedder, texts)
+                r = rate(embedder, texts, repeats=args.repeats)
                 print(f"sweep     torch {dtype} batch {batch:5d}: {r:8.1f} chunks/s", flush=True)
                 del embedder
 

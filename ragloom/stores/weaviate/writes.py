@@ -29,8 +29,8 @@ INDEX_CHECK_BATCH = 1000
 
 
 def default_write_requests(cpus: int | None) -> int:
-    """Insert requests in flight when the settings say 0: one request keeps a 2-core Weaviate busy (2, 4 or 8 in
-    flight wrote no faster there), while on 16 cores 8 wrote 1.28x faster than one
+    """Insert requests in flight when the settings say 0: one request keeps a 2-core Weaviate busy (2 or 4 in
+    flight wrote within 5% of one there, 8 slower), while on 16 cores 8 wrote 1.28x faster than one
     (docs/experiments/2026-11-26-gpu-ingest.md). The local stack's Weaviate shares this machine's cores."""
     cpus = cpus or 1
     return 1 if cpus <= 4 else min(8, cpus // 2)
