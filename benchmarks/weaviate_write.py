@@ -55,7 +55,7 @@ def objects_of(data: Path, limit: int) -> tuple[list[dict], dict]:
     from ragloom.metadata import MetadataLayout
     from ragloom.stores.weaviate.schema import object_properties
 
-    chunks = chunks_of(data, 0)[:limit]
+    chunks = chunks_of(data, limit)[:limit]  # every abstract gives a chunk or more: chunk no more than needed
     vectors = make_embedder({}, reuse=False).encode([c.embed_text for c in chunks])
     layout = MetadataLayout()
     from weaviate.util import generate_uuid5
