@@ -96,3 +96,18 @@ def test_run_all_smoke_reports_each_script_it_ran(settings, weaviate_client, neo
         assert _left_behind(weaviate_client, neo4j_driver, namespace) == {"collections": [], "graph nodes": 0}
     finally:
         _clean_up(weaviate_client, neo4j_driver, namespace)
+
+
+@pytest.mark.timeout(SCRIPT_TIMEOUT_S)
+def test_the_gpu_script_runs_on_the_cpu_at_its_smallest_size(settings, weaviate_client, namespace, tmp_path):
+    """gpu_ingest.py is left out of run_all (on a CPU it repeats ingest_vectors), but it is what a device machine
+    runs: its plan, rates, cosines and --write path still run here, and it drops the collections it made."""
+    argv = [str(BENCHMARKS_DIR / "gpu_ingest.py"), "--documents", "3", "--cpu-sample", "4", "--batches", "",
+            "--dtypes", "", "--write", "--write-requests", "1,2"]
+    done = _run(argv, _environment(namespace, tmp_path))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    out = done.stdout
+    assert "device=auto plan: Plan(backend='onnx-int8', device='cpu'" in out, out
+    assert "cosine of auto's vectors to CPU torch fp32" in out and "cosine of auto's vectors to CPU onnx-int8" in out
+    assert "1 insert requests in flight" in out and "2 insert requests in flight" in out, out
+    assert not [n for n in weaviate_client.collections.list_all(simple=True) if n.startswith("BenchGpu")]
