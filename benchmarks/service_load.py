@@ -266,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategies", default="hybrid,graph_rag")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--workers", type=int, default=8, help="RAGLOOM_SERVICE_WORKERS of the server")
+    parser.add_argument("--graph-workers", type=int, default=3,
+                        help="RAGLOOM_SERVICE_GRAPH_WORKERS of the server (graph_rag's and multi_hop's own pool)")
     parser.add_argument("--processes", type=int, default=1, help="RAGLOOM_SERVICE_PROCESSES of the server")
     parser.add_argument("--threads", action="store_true",
                         help="also run the in-process API from N threads (no HTTP), coalesced embedding on")
@@ -321,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         port = _free_port()
         env = {**os.environ, "RAGLOOM_COLLECTION_PREFIX": args.prefix, "RAGLOOM_GRAPH_NAMESPACE": namespace,
                "RAGLOOM_SERVICE_KEYS_FILE": str(Path(tmp) / "keys.json"), "RAGLOOM_SERVICE_RATE_PER_MINUTE": "10000000",
-               "RAGLOOM_SERVICE_WORKERS": str(args.workers), "RAGLOOM_SERVICE_PROCESSES": str(args.processes)}
+               "RAGLOOM_SERVICE_WORKERS": str(args.workers),
+               "RAGLOOM_SERVICE_GRAPH_WORKERS": str(args.graph_workers),
+               "RAGLOOM_SERVICE_PROCESSES": str(args.processes)}
         with open(Path(tmp) / "server.log", "w") as server_log:
             server = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=REPO,
                                       env=env, stdout=server_log, stderr=subprocess.STDOUT)
@@ -352,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nservice load, SciFact: {len(dataset.documents)} abstracts, {chunk_count} recursive chunks, "
           f"{len(queries)} queries cycling, k={args.k}, {args.seconds:.0f} s per run, {os.cpu_count()} CPUs, "
-          f"server workers {args.workers}, processes {args.processes}")
+          f"server workers {args.workers}, graph workers {args.graph_workers}, processes {args.processes}")
     print(f"{'run':<30}{'conc':>5}{'queries':>8}{'qps':>9}{'vs seq':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
           f"{'errors':>8}")
     for run in runs:

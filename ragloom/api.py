@@ -61,7 +61,7 @@ class Ragloom:
         self.profiles = load_profiles(self.settings.agent_profiles)  # checked before anything connects
         self._owned: list[Any] = []
         self._coalesce = coalesce_queries
-        self._pool: ThreadPoolExecutor | None = None
+        self._pools: dict[str, ThreadPoolExecutor] = {}  # "api", "graph": made on first use (RAGLOOM_SERVICE_*)
         self._llm = llm  # _UNSET: the settings' endpoint, made on first use; None: no model
         self._answer_cache: AnswerCache | None = None
         if vectors is None:
@@ -316,16 +316,25 @@ class Ragloom:
         return {"weaviate": self.context.vectors.ready(), "neo4j": graph_ok}
 
     async def aquery(self, query: str | Query, /, **fields: Any) -> RetrievalResult:
-        """``query`` for async callers: it runs on a bounded pool of worker threads
-        (``RAGLOOM_SERVICE_WORKERS``), so the event loop never blocks on a store or the model."""
-        return await self.run_blocking(self.query, query, **fields)
+        """``query`` for async callers: it runs on a bounded pool of worker threads, so the event loop never
+        blocks on a store or the model. Strategies that walk the in-process graph (``needs_graph``: graph_rag,
+        multi_hop) have a small pool of their own (``RAGLOOM_SERVICE_GRAPH_WORKERS``): their work is mostly Python,
+        and more threads only contend for the interpreter. Every other strategy, mostly waiting on the stores, runs
+        on the shared pool (``RAGLOOM_SERVICE_WORKERS``)."""
+        parsed = self.parse(query, fields)
+        pool = "graph" if strategy_class(parsed.strategy).needs_graph else "api"
+        return await self._run_on(pool, self.retrieve, parsed)
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Any blocking call of this API (or its stores) on the same bounded worker pool."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.settings.service_workers,
-                                            thread_name_prefix="ragloom-api")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        """Any blocking call of this API (or its stores) on the shared bounded worker pool."""
+        return await self._run_on("api", fn, *args, **kwargs)
+
+    async def _run_on(self, pool: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if pool not in self._pools:
+            workers = self.settings.service_graph_workers if pool == "graph" else self.settings.service_workers
+            self._pools[pool] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"ragloom-{pool}")
+        return await asyncio.get_running_loop().run_in_executor(self._pools[pool],
+                                                                functools.partial(fn, *args, **kwargs))
 
     def context_text(self, result: RetrievalResult, token_budget: int = 1500) -> tuple[str, list[Citation]]:
         """The result as numbered passages within ``token_budget`` tokens of the embedding model's tokenizer."""
@@ -334,9 +343,8 @@ class Ragloom:
 
     # lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        while self._pools:
+            self._pools.popitem()[1].shutdown(wait=True)
         while self._owned:
             thing = self._owned.pop()
             try:

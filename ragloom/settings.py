@@ -332,6 +332,10 @@ class Settings:
     service_rate_per_minute: int = _setting(600,
         "requests per key per minute (bursts up to the same number); over it 429 with Retry-After")
     service_workers: int = _setting(8, "threads running the service's blocking store and model calls")
+    service_graph_workers: int = _setting(3,
+        "threads running graph_rag and multi_hop queries, apart from the others: their walk is Python on the "
+        "in-process graph, and more threads than this only contend for the interpreter "
+        "(docs/experiments/2026-11-26-service-graph-pool.md)")
     service_processes: int = _setting(1,
         "processes ragloom serve runs (one per core lets CPU-bound query steps run in parallel); each loads its own"
         " models and graph snapshot and keeps its own rate limits and metrics")
@@ -412,7 +416,8 @@ class Settings:
             raise ConfigError(f"RAGLOOM_LLM_BASE_URL={self.llm_base_url!r} must start with http:// or https://")
         if self.service_metrics not in METRICS_ACCESS:
             raise ConfigError(f"RAGLOOM_SERVICE_METRICS={self.service_metrics!r}: choose {', '.join(METRICS_ACCESS)}")
-        for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_processes",
+        for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_graph_workers",
+                     "service_processes",
                      "service_sweep_seconds",
                      "service_auth_failures_per_minute"):
             if getattr(self, name) < 1:

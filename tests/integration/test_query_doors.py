@@ -134,3 +134,26 @@ def test_exclude_documents_at_every_door(settings, rag, tmp_path, capsys, monkey
         assert main(["query", question, "--strategy", "dense", "--scope", "acme/alice", "--json", *extra]) == 0
         items = json.loads(capsys.readouterr().out)["items"]
         assert (doc in {i["document_id"] for i in items}) is present
+
+
+def test_async_queries_that_walk_the_graph_run_on_their_own_small_pool(rag, monkeypatch):
+    """The service's door (``aquery``): graph_rag and multi_hop on RAGLOOM_SERVICE_GRAPH_WORKERS threads of their
+    own, every other strategy on the shared pool; the query is checked before it is handed to either."""
+    import asyncio
+    import threading
+
+    ran_on: dict[str, str] = {}
+    monkeypatch.setattr(rag, "retrieve", lambda query: ran_on.setdefault(query.strategy,
+                                                                         threading.current_thread().name))
+
+    async def ask_all() -> None:
+        for strategy in ("graph_rag", "multi_hop", "hybrid", "adaptive"):
+            await rag.aquery("who leads HarborSight?", strategy=strategy)
+        with pytest.raises(QueryError, match="unknown retrieval strategy"):
+            await rag.aquery("who leads HarborSight?", strategy="multi_querry")
+
+    asyncio.run(ask_all())
+    assert {s: name.split("_")[0] for s, name in ran_on.items()} == {
+        "graph_rag": "ragloom-graph", "multi_hop": "ragloom-graph", "hybrid": "ragloom-api", "adaptive": "ragloom-api"}
+    assert rag._pools["graph"]._max_workers == rag.settings.service_graph_workers
+    assert rag._pools["api"]._max_workers == rag.settings.service_workers
