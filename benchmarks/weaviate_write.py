@@ -77,6 +77,7 @@ def main() -> None:
 
     from ragloom.settings import Settings
     from ragloom.stack import weaviate as weaviate_server
+    from ragloom.stack.process import wait_until
     from ragloom.stores.weaviate import WeaviateStore
 
     objects, layout = objects_of(args.data, args.chunks)
@@ -100,7 +101,8 @@ def main() -> None:
             proc = subprocess.Popen([str(binary), "--host", "127.0.0.1", "--port", str(base), "--scheme", "http"],
                                     env=env, stdout=subprocess.DEVNULL, stderr=log)
             try:
-                _wait_ready(client, url)
+                wait_until(lambda: weaviate_server.ready(settings), 60, "Weaviate", folder / "weaviate.log",
+                           alive=lambda p=proc: p.poll() is None)
                 store = WeaviateStore.connect(replace(settings, weaviate_url=""))
                 store.metadata = layout
                 try:
@@ -118,18 +120,6 @@ def main() -> None:
         client.close()
         shutil.rmtree(folder, ignore_errors=True)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
-
-
-def _wait_ready(client: httpx.Client, url: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if client.get(url + "/v1/.well-known/ready", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    sys.exit("Weaviate did not become ready in 60 s")
 
 
 def _queue_length(client: httpx.Client, url: str) -> int:
