@@ -35,11 +35,11 @@ class Reads(Inventory):
         """Nearest chunks by cosine; lane_scores {"dense": cosine similarity}. ``ids_only``: chunk ids and scores."""
         from weaviate.classes.query import MetadataQuery
 
-        include_vectors = include_vectors and not ids_only
+        include_vectors, returned = _asked(include_vectors, ids_only)
         with self._query_errors(strategy, "near_vector"):
             res = self._collection(strategy).query.near_vector(
                 near_vector=_as_list(vector), limit=k, filters=to_weaviate(where), include_vector=include_vectors,
-                return_metadata=MetadataQuery(distance=True), return_properties=_returned(ids_only))
+                return_metadata=MetadataQuery(distance=True), return_properties=returned)
         items = []
         for obj in res.objects:
             similarity = 1.0 - float(obj.metadata.distance if obj.metadata.distance is not None else 1.0)
@@ -51,7 +51,7 @@ class Reads(Inventory):
         """BM25 over text and heading path; lane_scores {"bm25": score}. ``ids_only``: chunk ids and scores."""
         from weaviate.classes.query import MetadataQuery
 
-        include_vectors = include_vectors and not ids_only
+        include_vectors, returned = _asked(include_vectors, ids_only)
         if not query.strip():
             return []
         query, properties = self._bm25_query(strategy, query)
@@ -61,7 +61,7 @@ class Reads(Inventory):
             res = self._collection(strategy).query.bm25(
                 query=query, query_properties=properties, limit=k, filters=to_weaviate(where),
                 include_vector=include_vectors, return_metadata=MetadataQuery(score=True),
-                return_properties=_returned(ids_only))
+                return_properties=returned)
         return _ranked([_scored(o, "bm25", include_vectors, self.metadata) for o in res.objects])
 
     def hybrid(self, strategy: str, query: str, vector: Sequence[float] | np.ndarray, k: int, alpha: float = 0.5,
@@ -76,13 +76,13 @@ class Reads(Inventory):
         if not 0.0 <= alpha <= 1.0:
             raise StoreError(f"hybrid alpha must be within [0, 1], got {alpha}")
         fusion_type = HybridFusion.RELATIVE_SCORE if fusion == "relative_score" else HybridFusion.RANKED
-        include_vectors = include_vectors and not ids_only
+        include_vectors, returned = _asked(include_vectors, ids_only)
         keywords, properties = self._bm25_query(strategy, query)
         with self._query_errors(strategy, "hybrid"):
             res = self._collection(strategy).query.hybrid(
                 query=keywords or query, vector=_as_list(vector), alpha=alpha, fusion_type=fusion_type,
                 query_properties=properties, limit=k, filters=to_weaviate(where), include_vector=include_vectors,
-                return_metadata=MetadataQuery(score=True), return_properties=_returned(ids_only))
+                return_metadata=MetadataQuery(score=True), return_properties=returned)
         return _ranked([_scored(o, "hybrid", include_vectors, self.metadata) for o in res.objects])
 
     def _bm25_query(self, strategy: str, query: str) -> tuple[str, list[str]]:
@@ -145,8 +145,9 @@ class Reads(Inventory):
         return store_errors(f"{what} on {name}", explain=missing)
 
 
-def _returned(ids_only: bool) -> list[str] | None:
-    return ID_PROPERTIES if ids_only else RETURN_PROPERTIES
+def _asked(include_vectors: bool, ids_only: bool) -> tuple[bool, list[str] | None]:
+    """What a search returns: (with vectors, properties); ``ids_only`` asks for the chunk id alone."""
+    return (False, ID_PROPERTIES) if ids_only else (include_vectors, RETURN_PROPERTIES)
 
 
 def _scored(obj: Any, lane: str, include_vectors: bool, layout: MetadataLayout) -> RetrievedItem:
