@@ -47,8 +47,8 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "scaling": ([], ["--sizes", "1000,5000"], ["--sizes", "40", "--documents", "3"]),
     "peer_llamaindex": ([], ["--docs", "300"], ["--docs", "10"]),
     "scale_out": ([], ["--repeats", "1", "--chunks", "200"], ["--smoke"]),
-    "weaviate_write": ([], ["--chunks", "2000", "--repeats", "1"],
-                       ["--chunks", "20", "--flights", "1,2", "--repeats", "1"]),
+    "weaviate_write": ([], ["--chunks", "2000", "--repeats", "1", "--schemas", "shipped,previous"],
+                       ["--chunks", "20", "--flights", "1,2", "--repeats", "1", "--schemas", "shipped,previous"]),
     "raptor": ([], ["--documents", "200", "--queries", "20"],
                ["--documents", "10", "--queries", "3", "--prefix", "BenchRaptorSmoke"]),
 }

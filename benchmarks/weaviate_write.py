@@ -6,8 +6,11 @@ SciFact chunks as ragloom stores them (`object_properties`, the default embedder
 into a fresh collection with ragloom's schema, for each number of requests in flight, with the vector index
 built synchronously (the stack's setting) and then asynchronously (`ASYNC_INDEXING`, the server restarted),
 whose figure counts until the index queue is empty. Prints objects/s written and indexed and the server's CPU.
+``--schemas shipped,previous`` also writes, in turn within each repeat, into collections whose properties carry
+the indexes they had before 2026-11-26 (``text`` and ``heading_path`` searched by BM25, every property
+filterable): the baseline of docs/experiments/2026-11-26-weaviate-lean-schema.md.
 
-    python benchmarks/weaviate_write.py [--chunks 6000] [--flights 1,4,16] [--repeats 2]
+    python benchmarks/weaviate_write.py [--chunks 6000] [--flights 1,4,16] [--repeats 2] [--schemas shipped]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -30,6 +34,28 @@ import psutil
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 BATCH = 512  # objects per request: ragloom's INSERT_BATCH
+# property -> (searchable, filterable) before the schema kept only the indexes a query reads
+PREVIOUS_INDEXES = {"text": (True, True), "heading_path": (True, True), "heading_parts": (False, True),
+                    "position": (False, True), "start": (False, True), "end": (False, True),
+                    "token_count": (False, True)}
+
+
+@contextmanager
+def schema_of(name: str):
+    """Collections created inside get the ``shipped`` schema or the ``previous`` one (PREVIOUS_INDEXES)."""
+    from ragloom.stores.weaviate import schema
+
+    if name == "shipped":
+        yield
+        return
+    shipped = dict(schema.CORE_PROPERTIES)
+    for prop, (searchable, filterable) in PREVIOUS_INDEXES.items():
+        data_type, tokenization, _, _ = shipped[prop]
+        schema.CORE_PROPERTIES[prop] = (data_type, tokenization, searchable, filterable)
+    try:
+        yield
+    finally:
+        schema.CORE_PROPERTIES.update(shipped)
 
 
 def _free_base() -> int:
@@ -46,8 +72,9 @@ def _free_base() -> int:
     sys.exit("no free block of ports")
 
 
-def objects_of(data: Path, limit: int) -> tuple[list[dict], dict]:
-    """``limit`` chunks of SciFact as ragloom writes them (properties, uuid, vector), and the collection schema."""
+def objects_of(data: Path, limit: int, settings) -> tuple[list[dict], dict]:
+    """``limit`` chunks of SciFact as ragloom writes them (properties, uuid, vector), with the settings' embedding
+    model, and the collection schema."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu_ingest import chunks_of
 
@@ -55,8 +82,9 @@ def objects_of(data: Path, limit: int) -> tuple[list[dict], dict]:
     from ragloom.metadata import MetadataLayout
     from ragloom.stores.weaviate.schema import object_properties
 
-    chunks = chunks_of(data, limit)[:limit]  # every abstract gives a chunk or more: chunk no more than needed
-    vectors = make_embedder({}, reuse=False).encode([c.embed_text for c in chunks])
+    # every abstract gives a chunk or more: chunk no more than needed
+    chunks = chunks_of(data, limit, settings.embed_model)[:limit]
+    vectors = make_embedder(settings, reuse=False).encode([c.embed_text for c in chunks])
     layout = MetadataLayout()
     from weaviate.util import generate_uuid5
 
@@ -65,13 +93,30 @@ def objects_of(data: Path, limit: int) -> tuple[list[dict], dict]:
     return objects, layout
 
 
+def check_schema(store, strategy: str, name: str) -> None:
+    """Stop unless the strategy's collection carries the indexes of schema ``name`` (a baseline that is not
+    the previous schema would compare nothing)."""
+    from ragloom.stores.weaviate.schema import CORE_PROPERTIES
+
+    config = store.client.collections.get(store.collection_name(strategy)).config.get()
+    got = {p.name: (bool(p.index_searchable), bool(p.index_filterable)) for p in config.properties}
+    want = PREVIOUS_INDEXES if name == "previous" else {p: CORE_PROPERTIES[p][2:] for p in PREVIOUS_INDEXES}
+    wrong = {p: got.get(p) for p, indexes in want.items() if got.get(p) != tuple(indexes)}
+    if wrong:
+        sys.exit(f"the {name} schema was not the one created: (searchable, filterable) {wrong}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--chunks", type=int, default=6000)
     parser.add_argument("--flights", default="1,4,16", help="requests in flight, one run each")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--schemas", default="shipped", help="shipped and/or previous (the indexes before)")
     args = parser.parse_args()
+    schemas = [n for n in args.schemas.split(",") if n]
+    if not schemas or set(schemas) - {"shipped", "previous"}:
+        parser.error("--schemas: a comma-separated list of shipped and previous")
 
     from dataclasses import replace
 
@@ -80,7 +125,7 @@ def main() -> None:
     from ragloom.stack.process import wait_until
     from ragloom.stores.weaviate import WeaviateStore
 
-    objects, layout = objects_of(args.data, args.chunks)
+    objects, layout = objects_of(args.data, args.chunks, Settings.from_env())
     base = _free_base()
     folder = Path(tempfile.mkdtemp(prefix="ragloom-weaviate-write-"))
     settings = replace(Settings.from_env(), weaviate_http_port=base, weaviate_grpc_port=base - 5,
@@ -108,7 +153,10 @@ def main() -> None:
                 try:
                     for _ in range(args.repeats):
                         for flight in [int(n) for n in args.flights.split(",") if n]:
-                            _run(client, url, store, objects, label, flight, psutil.Process(proc.pid))
+                            for schema_name in schemas:
+                                with schema_of(schema_name):
+                                    _run(client, url, store, objects, f"{label} {schema_name}", flight,
+                                         psutil.Process(proc.pid))
                 finally:
                     store.drop_collections()
                     store.close()
@@ -130,6 +178,7 @@ def _queue_length(client: httpx.Client, url: str) -> int:
 def _run(client, url, store, objects, label: str, flight: int, server: psutil.Process) -> None:
     strategy = f"w{uuid.uuid4().hex[:8]}"
     store.ensure_collection(strategy, len(objects[0]["vectors"]["default"]), model_id="bench")
+    check_schema(store, strategy, label.split()[-1])
     name = store.collection_name(strategy)
     # bodies encoded before the clock starts: the client's JSON encoding of 384 floats per object is not the server's
     bodies = [json.dumps({"objects": [{**o, "class": name} for o in objects[b:b + BATCH]]}).encode()
@@ -150,9 +199,10 @@ def _run(client, url, store, objects, label: str, flight: int, server: psutil.Pr
     after = server.cpu_times()
     cpu = (after.user + after.system) - (before.user + before.system)
     count = store.count(strategy)
-    print(f"{label:5s} {flight:2d} in flight: written {len(objects) / written:7.0f} objects/s ({written:5.2f} s), "
+    print(f"{label:14s} {flight:2d} in flight: written {len(objects) / written:7.0f} objects/s ({written:5.2f} s), "
           f"indexed {len(objects) / indexed:7.0f} objects/s ({indexed:5.2f} s), server CPU {cpu:5.1f} s "
-          f"({cpu / indexed:4.1f} cores), errors {errors}, stored {count}", flush=True)
+          f"({cpu / indexed:4.1f} cores, {cpu * 1000 / len(objects):4.2f} ms per object), errors {errors}, "
+          f"stored {count}", flush=True)
     store.drop_collection(strategy)
 
 

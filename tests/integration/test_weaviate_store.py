@@ -114,8 +114,10 @@ def test_schema(store, weaviate_client):
         assert props[name].data_type.value == data_type, name
     assert props["chunk_id"].tokenization.value == "field"
     assert props["meta_status"].tokenization.value == "field"
-    assert props["text"].tokenization.value == "word" and props["text"].index_searchable
-    assert props["heading_path"].index_searchable
+    # BM25 searches bm25_text alone; text is stored, heading_path filtered (each unused index costs every write)
+    assert props["bm25_text"].index_searchable and props["bm25_text"].tokenization.value == "whitespace"
+    assert not props["text"].index_searchable and not props["text"].index_filterable
+    assert props["heading_path"].index_filterable and not props["heading_path"].index_searchable
     assert store.collection_info(STRATEGY)["model_id"] == "test-model"
     types = store.property_types(STRATEGY)
     assert (types["meta_published_at"], types["meta_tags"], types["level"]) == ("DATE", "TEXT_ARRAY", "INT")

@@ -2,9 +2,9 @@
 All pure (the ``weaviate`` imports only build configuration objects).
 
 Schema. Each chunking strategy gets ``<prefix><Strategy>`` (e.g. ``RagloomRecursive``), HNSW with cosine
-distance, no vectorizer. Ids, paths and scope fields use FIELD tokenization (exact filters); ``text`` and
-``heading_path`` (" > "-joined) use WORD tokenization; ``bm25_text`` (words and stems: ragloom.stores.analysis)
-carries BM25; ``embed_text`` is stored only.
+distance, no vectorizer. Ids, paths and scope fields use FIELD tokenization (exact filters); ``heading_path``
+(" > "-joined) uses WORD tokenization (a case-insensitive filter); ``bm25_text`` (words and stems:
+ragloom.stores.analysis) carries BM25; ``text`` and ``embed_text`` are stored only.
 Object UUIDs are uuid5 of the chunk id, so writing a chunk twice overwrites it. The collection's
 description records the model id and dimension of its vectors, so a model change is detectable.
 
@@ -25,19 +25,22 @@ from ragloom.metadata import RESERVED, MetadataLayout
 from ragloom.stores.analysis import analyze, bm25_source
 from ragloom.types import HEADING_SEPARATOR, Chunk
 
-# name -> (data type name, tokenization or None, searchable, filterable)
+# name -> (data type name, tokenization or None, searchable, filterable). Only what a query filters on
+# (ragloom.filters: the user's core fields, scope, ids, level) or BM25 searches (bm25_text) is indexed: each
+# index costs the server CPU on every write, and the ones nothing read took 28% of it
+# (docs/experiments/2026-11-26-weaviate-lean-schema.md). Collections created before keep their indexes.
 CORE_PROPERTIES: dict[str, tuple[str, str | None, bool, bool]] = {
     "chunk_id": ("TEXT", "FIELD", False, True),
     "document_id": ("TEXT", "FIELD", False, True),
     "strategy": ("TEXT", "FIELD", False, True),
     "parent_id": ("TEXT", "FIELD", False, True),
     "level": ("INT", None, False, True),
-    "position": ("INT", None, False, True),
-    "start": ("INT", None, False, True),
-    "end": ("INT", None, False, True),
-    "token_count": ("INT", None, False, True),
-    "heading_path": ("TEXT", "WORD", True, True),
-    "heading_parts": ("TEXT_ARRAY", "FIELD", False, True),  # exact round trip of the path's pieces
+    "position": ("INT", None, False, False),
+    "start": ("INT", None, False, False),
+    "end": ("INT", None, False, False),
+    "token_count": ("INT", None, False, False),
+    "heading_path": ("TEXT", "WORD", False, True),  # filtered (case-insensitive Like), not searched
+    "heading_parts": ("TEXT_ARRAY", "FIELD", False, False),  # exact round trip of the path's pieces
     "title": ("TEXT", "FIELD", False, True),
     "source_path": ("TEXT", "FIELD", False, True),
     "scope_path": ("TEXT", "FIELD", False, True),
@@ -45,7 +48,7 @@ CORE_PROPERTIES: dict[str, tuple[str, str | None, bool, bool]] = {
     "scope_user": ("TEXT", "FIELD", False, True),
     "scope_chat": ("TEXT", "FIELD", False, True),
     "scope_agent": ("TEXT", "FIELD", False, True),
-    "text": ("TEXT", "WORD", True, True),
+    "text": ("TEXT", "WORD", False, False),  # stored; BM25 searches bm25_text
     "embed_text": ("TEXT", "WORD", False, False),
     # title + heading path + text as words and marked stems, no stopwords (ragloom.stores.analysis): what the
     # BM25 lane searches

@@ -12,7 +12,7 @@ import pytest
 from weaviate.exceptions import WeaviateConnectionError, WeaviateQueryError, WeaviateRetryError
 
 from ragloom.errors import StoreError
-from ragloom.filters import meta_property_name
+from ragloom.filters import CORE_FIELDS, meta_property_name
 from ragloom.metadata import MetadataLayout, as_date, coerce
 from ragloom.stores.weaviate.errors import is_weaviate_failure, store_errors
 from ragloom.stores.weaviate.schema import CORE_PROPERTIES, core_properties, meta_property, object_properties
@@ -63,7 +63,13 @@ def test_a_chunk_becomes_core_properties_and_its_metadata():
 def test_property_configurations():
     props = {p.name: p for p in core_properties()}
     assert list(props) == list(CORE_PROPERTIES)
-    assert props["text"].indexSearchable and props["text"].tokenization.value == "word"
+    assert props["bm25_text"].indexSearchable and props["bm25_text"].tokenization.value == "whitespace"
+    # only BM25's property is searched, and only what a filter can name is filterable: every other index costs
+    # the server CPU on each write for nothing
+    assert [n for n, p in props.items() if p.indexSearchable] == ["bm25_text"]
+    filterable = {n for n, p in props.items() if p.indexFilterable}
+    assert set(CORE_FIELDS) | {"chunk_id", "scope_path", "scope_tenant", "scope_user", "scope_chat",
+                               "scope_agent"} == filterable
     assert props["chunk_id"].tokenization.value == "field" and not props["chunk_id"].indexSearchable
     assert props["level"].tokenization is None and props["embed_text"].indexFilterable is False
     text = meta_property("meta_status", "TEXT_ARRAY")
