@@ -7,8 +7,11 @@ vectors of the same chunks (one vector family: collections built here serve a CP
 baseline in the same run: the same embedder on the same machine's CPU (torch fp32, a sample). Aim on one
 H100/H200: >= 2,500 chunks/s.
 
+With ``--schemas shipped,previous`` each write runs on the shipped collection schema and on the indexes it had
+before 2026-11-26, in turn (``weaviate_write.schema_of``).
+
     python benchmarks/gpu_ingest.py [--documents 0] [--batches 256,512,1024] [--dtypes fp32,fp16,bf16] [--write]
-        [--write-requests 1,2,4,8]
+        [--write-requests 1,2,4,8] [--schemas shipped] [--write-repeats 1] [--writes-in-flight 0]
 """
 
 from __future__ import annotations
@@ -69,6 +72,10 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="also embed + write into Weaviate")
     parser.add_argument("--write-requests", default="1",
                         help="insert requests in flight (RAGLOOM_WEAVIATE_WRITE_REQUESTS), one write run per value")
+    parser.add_argument("--schemas", default="shipped", help="shipped and/or previous (the indexes before)")
+    parser.add_argument("--write-repeats", type=int, default=1, help="rounds of the write runs")
+    parser.add_argument("--writes-in-flight", default="0",
+                        help="batch writes at once (sync_vectors' writes_in_flight; 0 = its default), one run each")
     args = parser.parse_args()
 
     from ragloom.embedding import EmbedderParams, make_embedder
@@ -121,17 +128,27 @@ def main() -> None:
         if not settings.weaviate_url:  # only the vector store: the graph plays no part in vector ingest
             settings = replace(settings, weaviate_api_key=settings.weaviate_api_key or uuid.uuid4().hex)
             print(f"weaviate  ready in {weaviate_server.start(settings, settings.weaviate_api_key):.1f}s", flush=True)
-        for requests in [int(n) for n in args.write_requests.split(",") if n]:
+        from weaviate_write import check_schema, schema_of
+
+        runs = [(requests, schema, depth) for _ in range(args.write_repeats)
+                for requests in [int(n) for n in args.write_requests.split(",") if n]
+                for schema in [n for n in args.schemas.split(",") if n]
+                for depth in [int(n) for n in args.writes_in_flight.split(",") if n]]
+        for requests, schema, depth in runs:
             store = WeaviateStore.connect(replace(settings, collection_prefix=f"BenchGpu{uuid.uuid4().hex[:8]}",
                                                   weaviate_write_requests=requests))
             try:
-                report = sync_vectors(store, auto, "recursive", chunks)  # the batch size ingestion uses
+                with schema_of(schema):
+                    # the batch size ingestion uses
+                    report = sync_vectors(store, auto, "recursive", chunks, writes_in_flight=depth)
+                check_schema(store, "recursive", schema)
             finally:
                 store.drop_collections()
                 store.close()
-            print(f"write     embed + write, {requests} insert requests in flight: {len(chunks) / report.seconds:8.1f} "
-                  f"chunks/s (embed {report.embed_seconds:.1f}s, write {report.write_seconds:.1f}s overlapped)   "
-                  f"aim >= 2,500", flush=True)
+            print(f"write     embed + write, {schema} schema, {depth or 'default'} writes of {requests} insert "
+                  "requests in flight: "
+                  f"{len(chunks) / report.seconds:8.1f} chunks/s (embed {report.embed_seconds:.1f}s, write "
+                  f"{report.write_seconds:.1f}s overlapped)   aim >= 2,500", flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -9,6 +9,7 @@ writer thread while the next batch is produced.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, fields
@@ -60,13 +61,17 @@ class WriteTimes:
 
 
 def overlap_writes(batches: Iterable[B], write: Callable[[B], R], written: Callable[[R], None] | None = None, *,
-                   thread_name: str) -> WriteTimes:
-    """Write each batch on one writer thread while the next one is produced (iterating ``batches``).
+                   thread_name: str, depth: int = 1) -> WriteTimes:
+    """Write each batch on writer threads while the next one is produced (iterating ``batches``).
 
-    Writes run one at a time, in order. Before batch k+1 is handed to the writer, the write of batch k
-    is awaited and ``written`` called with its result in this thread, so a failed write (re-raised
-    here) stops the sync before any later batch is stored, and the batches before it stay written.
+    Up to ``depth`` writes run at once, started in order. Before batch k+depth is handed to a writer, the
+    write of batch k is awaited and ``written`` called with its result in this thread, in order, so a failed
+    write (re-raised here) stops the sync: no batch after the ones already in flight is started, and the
+    batches before it stay written. ``depth`` 2 lets a write build its request while the one before waits on
+    the store (docs/experiments/2026-11-26-weaviate-lean-schema.md).
     """
+    if depth < 1:
+        raise ConfigError(f"overlap_writes: depth must be >= 1, got {depth}")
     times = WriteTimes()
 
     def timed(batch: B) -> tuple[R, float]:
@@ -82,14 +87,14 @@ def overlap_writes(batches: Iterable[B], write: Callable[[B], R], written: Calla
         if written is not None:
             written(result)
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name) as writer:
-        pending: Future[tuple[R, float]] | None = None
+    with ThreadPoolExecutor(max_workers=depth, thread_name_prefix=thread_name) as writers:
+        pending: deque[Future[tuple[R, float]]] = deque()
         for batch in batches:
-            if pending is not None:
-                finish(pending)
-            pending = writer.submit(timed, batch)
-        if pending is not None:
-            finish(pending)
+            if len(pending) == depth:
+                finish(pending.popleft())
+            pending.append(writers.submit(timed, batch))
+        while pending:
+            finish(pending.popleft())
     return times
 
 

@@ -48,7 +48,8 @@ class VectorSyncReport(SyncReport):
 
 
 def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks: list[Chunk],
-                 cache: EmbeddingCache | None = None, batch_size: int = 256, log: Log = no_log) -> VectorSyncReport:
+                 cache: EmbeddingCache | None = None, batch_size: int = 256, log: Log = no_log,
+                 writes_in_flight: int = 0) -> VectorSyncReport:
     """Make the collection of ``strategy`` hold exactly ``chunks``, each with its ``embed_text`` vector.
 
     Chunk ids are content-derived, so "in Weaviate already" means unchanged: only new ids are embedded
@@ -58,7 +59,8 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     model (``same_family``: e.g. torch on a GPU, onnx-int8 on the CPU) is kept, its vectors and the new ones
     side by side. Idempotent: a second call with the same chunks writes nothing. Objects that still fail after
     the store's retries are collected over all batches; then StoreError names them (the next sync retries them:
-    they count as new).
+    they count as new). ``writes_in_flight``: batch writes at once (0: two when the store sends several insert
+    requests, i.e. on a many-core machine, else one).
     """
     started = time.perf_counter()
     report = VectorSyncReport(strategy=strategy)
@@ -109,8 +111,11 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
         failures.update(result.failed)
         rejected.update(result.rejected)
 
+    # On many cores one write leaves Weaviate idle while it builds its objects (the client's Python): a second
+    # write builds the next batch meanwhile (docs/experiments/2026-11-26-weaviate-lean-schema.md).
+    depth = writes_in_flight or (2 if store.write_requests > 1 else 1)
     times = overlap_writes(embedded(), lambda item: store.write_chunks(strategy, *item), written,
-                           thread_name="weaviate-write")
+                           thread_name="weaviate-write", depth=depth)
     report.write_seconds = times.work_seconds
     if rejected:
         # one document's metadata never fails the sync of everyone else's: it is left out, with its reason

@@ -110,6 +110,18 @@ def test_ingest_reingest_edit_delete(store, documents, chunker, embedder, tmp_pa
     assert report.collection_size == len(chunks3)
 
 
+def test_two_batch_writes_at_once_store_every_chunk_once(store, documents, chunker, embedder):
+    # every batch brings the same new metadata property (meta_year): the first two writes add it at once
+    chunks = chunker.chunk_many(documents)
+    report = sync_vectors(store, embedder, STRATEGY, chunks, batch_size=4, writes_in_flight=2)
+    assert (report.inserted, report.collection_size) == (len(chunks), len(chunks))
+    assert store.chunk_index(STRATEGY) == {c.chunk_id: c.document_id for c in chunks}
+    assert check_vectors(store, STRATEGY, {c.chunk_id for c in chunks}, embedder.dimension).success
+    assert store.property_types(STRATEGY)["meta_year"] == "TEXT_ARRAY"  # undeclared: the layout's type
+    again = sync_vectors(store, embedder, STRATEGY, chunks, batch_size=4, writes_in_flight=2)
+    assert (again.inserted, again.unchanged) == (0, len(chunks))
+
+
 def test_cache_spares_the_model_after_a_rebuild(store, documents, chunker, embedder, tmp_path):
     chunks = chunker.chunk_many(documents[:4])
     cache = EmbeddingCache(tmp_path / "cache")

@@ -95,6 +95,50 @@ def test_a_failed_write_stops_later_writes_and_keeps_earlier_ones():
     assert produced == [0, 1, 2]  # batch 2 was produced while batch 1 was being written, and never stored
 
 
+def test_at_depth_two_two_writes_run_at_once_and_results_come_in_order():
+    started = [threading.Event() for _ in range(4)]
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+
+    def write(k: int) -> int:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        started[k].set()
+        if k % 2 == 0:  # write k waits until write k+1 has started: only possible with both in flight
+            assert started[k + 1].wait(timeout=10), f"write {k + 1} did not start during write {k}"
+        time.sleep(0.01 * (4 - k))  # later writes finish first: results must still come in order
+        with lock:
+            in_flight[0] -= 1
+        return k
+
+    results: list[int] = []
+    overlap_writes(iter(range(4)), write, results.append, thread_name="test-writer", depth=2)
+    assert results == [0, 1, 2, 3] and most[0] == 2
+
+
+def test_at_depth_two_a_failed_write_starts_no_batch_after_those_in_flight():
+    written: list[int] = []
+    release = threading.Event()
+
+    def write(k: int) -> None:
+        if k == 0:
+            assert release.wait(timeout=10)
+            raise RuntimeError("store refused batch 0")
+        if k == 1:
+            release.set()  # batch 1 is in flight beside batch 0 when batch 0 fails
+        written.append(k)
+
+    with pytest.raises(RuntimeError, match="batch 0"):
+        overlap_writes(iter(range(6)), write, thread_name="test-writer", depth=2)
+    assert written == [1]  # batch 1 was already in flight (an idempotent upsert); none after it started
+
+
+def test_depth_below_one_is_refused():
+    with pytest.raises(ConfigError, match="depth must be >= 1"):
+        overlap_writes(iter(()), print, thread_name="test-writer", depth=0)
+
+
 def test_no_batches_no_writes():
     calls: list[int] = []
     times = overlap_writes(iter(()), calls.append, thread_name="test-writer")
