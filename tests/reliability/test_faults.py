@@ -236,7 +236,8 @@ def rerun_graph(settings: Settings, chunks: list[Chunk], expected: dict) -> dict
 # --- a server dies in the middle of a sync ----------------------------------------------------------------
 
 
-def test_weaviate_killed_mid_sync_then_rerun_is_exact(vectors, vector_chunks, report):
+@pytest.mark.parametrize("writes_in_flight", [1, 2])  # 2: a many-core machine's default (two batch writes at once)
+def test_weaviate_killed_mid_sync_then_rerun_is_exact(vectors, vector_chunks, report, writes_in_flight):
     settings = vectors
     kill_after = 3  # "embedded" progress lines: batch 3 is being written when the server dies
     progress: list[str] = []
@@ -250,7 +251,8 @@ def test_weaviate_killed_mid_sync_then_rerun_is_exact(vectors, vector_chunks, re
     store = WeaviateStore.connect(settings)
     started = time.perf_counter()
     with pytest.raises(StoreError) as failure:
-        sync_vectors(store, HashEmbedder(), STRATEGY, vector_chunks, batch_size=BATCH, log=log)
+        sync_vectors(store, HashEmbedder(), STRATEGY, vector_chunks, batch_size=BATCH, log=log,
+                     writes_in_flight=writes_in_flight)
     failed_after = time.perf_counter() - started
     store.close()
     assert len(progress) == kill_after, "the server was not killed mid-run"
@@ -260,7 +262,8 @@ def test_weaviate_killed_mid_sync_then_rerun_is_exact(vectors, vector_chunks, re
     settings = stack.up(settings)
     restart_seconds = time.perf_counter() - restart_started
     survived, rerun, final = rerun_vectors(settings, vector_chunks)
-    report(fault="weaviate SIGKILL during sync_vectors write of batch 3", faults_injected=1, survived=True,
+    report(fault=f"weaviate SIGKILL during sync_vectors write of batch 3 ({writes_in_flight} writes at once)",
+           faults_injected=1, survived=True,
            chunks=len(vector_chunks), error=str(failure.value)[:200], failed_after_s=round(failed_after, 2),
            restart_s=round(restart_seconds, 1), objects_before_rerun=survived["objects"],
            rerun_inserted=rerun.inserted, objects=final["objects"], objects_lost=final["missing"],
