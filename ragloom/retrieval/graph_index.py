@@ -261,6 +261,16 @@ def _columns(rows: Mapping[str, Any], table: str) -> dict[str, list[Any]]:
     return {name: [r.get(name) for r in given] for name in COLUMNS[table]}
 
 
+def _ordered(columns: dict[str, list[Any]], *keys: str) -> dict[str, list[Any]]:
+    """The table's rows sorted by ``keys``. The store returns rows in the order they were written, and parallel
+    extraction writes them in no fixed order: sorted, two builds of the same graph get the same indices, so every
+    tie broken by an index (the context item's edges, its cited chunks) and every sum over them come out the
+    same (docs/experiments/2026-11-26-weaviate-lean-schema.md, the retrieval snapshot)."""
+    n = len(columns[keys[0]])
+    order = sorted(range(n), key=lambda i: tuple(str(columns[k][i] or "") for k in keys))
+    return {name: [values[i] for i in order] for name, values in columns.items()}
+
+
 def _lookup(index: Mapping[str, int], keys: Iterable[Any], count: int) -> np.ndarray:
     """Each key's position in ``index`` (-1 when absent), as an int64 array."""
     get = index.get
@@ -281,7 +291,7 @@ def build_graph(rows: Mapping[str, Any], version: Any = None,
     Relations and synonyms naming an unknown entity, and evidence from chunks outside ``chunks`` (another
     strategy's), are ignored."""
     started = time.perf_counter()
-    entities = _columns(rows, "entities")
+    entities = _ordered(_columns(rows, "entities"), "entity_id")
     entity_index = {e: i for i, e in enumerate(entities["entity_id"])}
     n = len(entities["entity_id"])
     names = [x or "" for x in entities["name"]]
@@ -292,7 +302,7 @@ def build_graph(rows: Mapping[str, Any], version: Any = None,
         for key in dict.fromkeys(k for k in keys if k):
             norm_index.setdefault(key, []).append(i)
 
-    chunks = _columns(rows, "chunks")
+    chunks = _ordered(_columns(rows, "chunks"), "chunk_id")
     chunk_ids = list(chunks["chunk_id"])
     chunk_index = {c: i for i, c in enumerate(chunk_ids)}
     scopes: dict[str, int] = {}
@@ -307,7 +317,7 @@ def build_graph(rows: Mapping[str, Any], version: Any = None,
     mentions = sp.csr_matrix((m_vals[known], (m_rows[known], m_cols[known])), shape=(len(chunk_ids), n))
     mentions.sum_duplicates()
 
-    relations = _columns(rows, "relations")
+    relations = _ordered(_columns(rows, "relations"), "source", "target", "type")
     n_rel = len(relations["source"])
     a = _lookup(entity_index, relations["source"], n_rel)
     b = _lookup(entity_index, relations["target"], n_rel)
@@ -328,7 +338,7 @@ def build_graph(rows: Mapping[str, Any], version: Any = None,
     pairs = np.stack([a[kept], b[kept]], axis=1).astype(np.int32).reshape(-1, 2)
     kinds = [t or COOCCURS for t, k in zip(relations["type"], kept, strict=True) if k]
 
-    synonyms_in = _columns(rows, "synonyms")
+    synonyms_in = _ordered(_columns(rows, "synonyms"), "source", "target")
     n_syn = len(synonyms_in["source"])
     sa = _lookup(entity_index, synonyms_in["source"], n_syn)
     sb = _lookup(entity_index, synonyms_in["target"], n_syn)

@@ -165,8 +165,33 @@ def test_explanation_follows_the_typed_path_from_the_query_entity_to_the_returne
     # the path's probability is the walk's: Rafael -> DS -> HS, each step a transition probability
     step = walk.transposed.T.tocsr()
     n = graph.n_chunks
-    expected = step[n + 0, n + 1] * step[n + 1, n + 2]
+    ds, hs = graph.entity_ids.index("ds"), graph.entity_ids.index("hs")
+    expected = step[n + rafael, n + ds] * step[n + ds, n + hs]
     assert path["probability"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_store_s_row_order_changes_nothing():
+    # Parallel extraction writes rows in no fixed order, so two builds of one graph read them in different orders:
+    # the indices, the walk and the explanation (two typed relations between one pair: a tie that only an
+    # index can break) must come out the same. The old build followed the rows' order and failed this.
+    rows = _team_rows()
+    rows["relations"].append({"source": "rafael", "target": "ds", "type": "FUND", "chunk_ids": ["t1"],
+                              "chunk_weights": [1]})
+    reversed_rows = {table: [dict(r, **{k: list(reversed(v)) for k, v in r.items() if isinstance(v, list)})
+                             for r in reversed(given)] for table, given in rows.items()}
+    built = []
+    for given in (rows, reversed_rows):
+        graph = build_graph(given)
+        walk, mass = _walk_from(graph, "rafael")
+        explanation = graph_context.explain(graph, walk, mass, [graph.entity_ids.index("rafael")], ["t3"],
+                                            max_edges=10)
+        built.append((graph, mass, explanation))
+    (a, mass_a, ex_a), (b, mass_b, ex_b) = built
+    assert a.entity_ids == b.entity_ids and a.chunk_ids == b.chunk_ids
+    assert np.array_equal(a.relation_pairs, b.relation_pairs) and a.relation_types == b.relation_types
+    assert np.array_equal(mass_a, mass_b)  # bit for bit: the same sums in the same order
+    assert (ex_a.edges, ex_a.nodes, ex_a.paths) == (ex_b.edges, ex_b.nodes, ex_b.paths)
+    assert [e["type"] for e in ex_a.edges][:2] == ["FUND", "LEAD"]
 
 
 def test_explanation_is_capped_and_obeys_the_relation_filter():
