@@ -178,10 +178,10 @@ def test_the_store_s_row_order_changes_nothing():
     rows["relations"].append({"source": "rafael", "target": "ds", "type": "FUND", "chunk_ids": ["t1"],
                               "chunk_weights": [1]})
     reversed_rows = {table: [dict(r, **{k: list(reversed(v)) for k, v in r.items() if isinstance(v, list)})
-                             for r in reversed(given)] for table, given in rows.items()}
+                             for r in reversed(table_rows)] for table, table_rows in rows.items()}
     built = []
-    for given in (rows, reversed_rows):
-        graph = build_graph(given)
+    for source in (rows, reversed_rows):
+        graph = build_graph(source)
         walk, mass = _walk_from(graph, "rafael")
         explanation = graph_context.explain(graph, walk, mass, [graph.entity_ids.index("rafael")], ["t3"],
                                             max_edges=10)
