@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -57,15 +57,20 @@ def _vectors(chunks: list[Chunk], seed: int) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def _unsearchable(store: WeaviateStore) -> set[str]:
-    """Stored chunks that ragloom's dense search cannot return: a search filtered on the scope ranks every
-    object the filter allows that is in the vector index (Weaviate searches so few objects by brute force)."""
-    stored = store.chunk_index(STRATEGY)  # reads the object store itself
+def _unsearchable(store: WeaviateStore, chunk_ids: Iterable[str] | None = None) -> set[str]:
+    """Stored chunks (of ``chunk_ids``, default all) that ragloom's dense search cannot return: a search filtered
+    on the scope and on 1,000 ids at a time ranks every object the filter allows that is in the vector index
+    (Weaviate searches so few objects by brute force; one search over all would pass its result limit, 10,000)."""
+    stored = set(store.chunk_index(STRATEGY))  # reads the object store itself
+    ids = sorted(stored if chunk_ids is None else stored & set(chunk_ids))
     collection = store.client.collections.use(store.collection_name(STRATEGY))
-    found = {o.properties["chunk_id"] for o in collection.query.near_vector(
-        near_vector=[1.0] * DIM, limit=len(stored) + 1, filters=Filter.by_property("scope_path").equal(SHARED),
-        return_properties=["chunk_id"]).objects}
-    return set(stored) - found
+    found: set[str] = set()
+    for begin in range(0, len(ids), 1000):
+        part = ids[begin:begin + 1000]
+        where = Filter.by_property("scope_path").equal(SHARED) & Filter.by_property("chunk_id").contains_any(part)
+        found |= {o.properties["chunk_id"] for o in collection.query.near_vector(
+            near_vector=[1.0] * DIM, limit=len(part) + 1, filters=where, return_properties=["chunk_id"]).objects}
+    return set(ids) - found
 
 
 @contextmanager
@@ -110,7 +115,7 @@ def _damaged_collection(store: WeaviateStore, embedder: _TableEmbedder) -> tuple
             with contextlib.suppress(WeaviateInsertManyAllFailedError):  # objects fail; some are stored anyway
                 collection.data.insert_many(objects)
             written += chunks
-            damaged = _unsearchable(store)
+            damaged = _unsearchable(store, [c.chunk_id for c in chunks])  # only this batch can be damaged
     assert damaged, f"no object was left out of the vector index in {DAMAGE_SECONDS} s of writes under churn"
     stored = set(store.chunk_index(STRATEGY))
     return [c for c in written if c.chunk_id in stored], damaged

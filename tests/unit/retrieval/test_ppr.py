@@ -101,13 +101,14 @@ def test_entity_seeds_weigh_score_over_chunk_frequency_and_keep_the_heaviest():
 
 
 def test_specificity_sends_more_mass_through_a_rare_entity_than_a_hub():
-    # chunks 0..3; entity r (rare) in chunks 0 and 1; entity h (hub) in all four. Seeding both entities by
+    # chunks 0..3; entity e0 (rare) in chunks 0 and 1; e1 (hub) in all four. Seeding both entities by
     # specificity puts more mass on chunk 1 (shares the rare entity with nothing else) than on chunks 2, 3.
     rows = {"chunks": [{"chunk_id": f"c{i}", "scope_path": "__shared__",
-                        "entity_ids": ["r", "h"] if i < 2 else ["h"], "counts": [1, 1] if i < 2 else [1]}
+                        "entity_ids": ["e0", "e1"] if i < 2 else ["e1"], "counts": [1, 1] if i < 2 else [1]}
                        for i in range(4)],
-            "entities": [{"entity_id": "r", "name": "Rare", "type": "ORG", "norm": "rare"},
-                         {"entity_id": "h", "name": "Hub", "type": "GPE", "norm": "hub"}],
+            # ids sort in the order listed: the graph numbers each table's rows by id
+            "entities": [{"entity_id": "e0", "name": "Rare", "type": "ORG", "norm": "rare"},
+                         {"entity_id": "e1", "name": "Hub", "type": "GPE", "norm": "hub"}],
             "relations": []}
     graph = build_graph(rows)
     assert list(graph.chunk_frequency) == [2.0, 4.0]
@@ -123,10 +124,11 @@ def test_specificity_sends_more_mass_through_a_rare_entity_than_a_hub():
 
 
 def _two_tenant_rows() -> dict:
-    # acme's chunk a1 and globex's chunk g1 both mention Bergen; g1 also names Zephyr, related to Bergen
+    # acme's chunk a1 and globex's chunk g1 both mention Bergen; g1 also names Zephyr, related to Bergen; b1 is
+    # shared. The ids sort in the order listed: the graph numbers each table's rows by id.
     return {
         "chunks": [{"chunk_id": "a1", "scope_path": "acme", "entity_ids": ["bergen", "falcon"], "counts": [2, 1]},
-                   {"chunk_id": "s1", "scope_path": "__shared__", "entity_ids": ["falcon"], "counts": [1]},
+                   {"chunk_id": "b1", "scope_path": "__shared__", "entity_ids": ["falcon"], "counts": [1]},
                    {"chunk_id": "g1", "scope_path": "globex", "entity_ids": ["bergen", "zephyr"], "counts": [1, 3]},
                    {"chunk_id": "g2", "scope_path": "globex", "entity_ids": ["zephyr"], "counts": [1]}],
         "entities": [{"entity_id": "bergen", "name": "Bergen", "type": "GPE", "norm": "bergen"},
