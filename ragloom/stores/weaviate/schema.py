@@ -27,7 +27,7 @@ from ragloom.types import HEADING_SEPARATOR, Chunk
 
 # name -> (data type name, tokenization or None, searchable, filterable). Only what a query filters on
 # (ragloom.filters: the user's core fields, scope, ids, level) or BM25 searches (bm25_text) is indexed: each
-# index costs the server CPU on every write, and the ones nothing read took 16-23% of it
+# index costs the server CPU on every write, and the ones nothing read took 14-23% of it
 # (docs/experiments/2026-11-26-weaviate-lean-schema.md). Collections created before keep their indexes.
 CORE_PROPERTIES: dict[str, tuple[str, str | None, bool, bool]] = {
     "chunk_id": ("TEXT", "FIELD", False, True),
