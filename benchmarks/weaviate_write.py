@@ -125,10 +125,11 @@ def main() -> None:
     from ragloom.stack.process import wait_until
     from ragloom.stores.weaviate import WeaviateStore
 
-    objects, layout = objects_of(args.data, args.chunks, Settings.from_env())
+    settings = Settings.from_env()
+    objects, layout = objects_of(args.data, args.chunks, settings)
     base = _free_base()
     folder = Path(tempfile.mkdtemp(prefix="ragloom-weaviate-write-"))
-    settings = replace(Settings.from_env(), weaviate_http_port=base, weaviate_grpc_port=base - 5,
+    settings = replace(settings, weaviate_http_port=base, weaviate_grpc_port=base - 5,
                        weaviate_url="", weaviate_api_key="", collection_prefix="BenchWrite", data_dir=folder)
     binary = weaviate_server.provision(settings)
     url = f"http://127.0.0.1:{base}"
@@ -136,7 +137,7 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f}; Weaviate {binary}", flush=True)
     client = httpx.Client(limits=httpx.Limits(max_connections=64), timeout=120)
     try:
-        for label, extra in (("sync", {}), ("async", {"ASYNC_INDEXING": "true"})):
+        for indexing, extra in (("sync", {}), ("async", {"ASYNC_INDEXING": "true"})):
             data = folder / "weaviate" / "data"
             shutil.rmtree(data, ignore_errors=True)
             data.mkdir(parents=True)
@@ -155,7 +156,7 @@ def main() -> None:
                         for flight in [int(n) for n in args.flights.split(",") if n]:
                             for schema_name in schemas:
                                 with schema_of(schema_name):
-                                    _run(client, url, store, objects, f"{label} {schema_name}", flight,
+                                    _run(client, url, store, objects, indexing, schema_name, flight,
                                          psutil.Process(proc.pid))
                 finally:
                     store.drop_collections()
@@ -175,10 +176,10 @@ def _queue_length(client: httpx.Client, url: str) -> int:
     return sum(int(s.get("vectorQueueLength") or 0) for n in nodes for s in (n.get("shards") or []))
 
 
-def _run(client, url, store, objects, label: str, flight: int, server: psutil.Process) -> None:
+def _run(client, url, store, objects, indexing: str, schema: str, flight: int, server: psutil.Process) -> None:
     strategy = f"w{uuid.uuid4().hex[:8]}"
     store.ensure_collection(strategy, len(objects[0]["vectors"]["default"]), model_id="bench")
-    check_schema(store, strategy, label.split()[-1])
+    check_schema(store, strategy, schema)
     name = store.collection_name(strategy)
     # bodies encoded before the clock starts: the client's JSON encoding of 384 floats per object is not the server's
     bodies = [json.dumps({"objects": [{**o, "class": name} for o in objects[b:b + BATCH]]}).encode()
@@ -199,6 +200,7 @@ def _run(client, url, store, objects, label: str, flight: int, server: psutil.Pr
     after = server.cpu_times()
     cpu = (after.user + after.system) - (before.user + before.system)
     count = store.count(strategy)
+    label = f"{indexing} {schema}"
     print(f"{label:14s} {flight:2d} in flight: written {len(objects) / written:7.0f} objects/s ({written:5.2f} s), "
           f"indexed {len(objects) / indexed:7.0f} objects/s ({indexed:5.2f} s), server CPU {cpu:5.1f} s "
           f"({cpu / indexed:4.1f} cores, {cpu * 1000 / len(objects):4.2f} ms per object), errors {errors}, "

@@ -2,8 +2,8 @@
 
 A sync makes a store hold exactly the current chunks of one chunking strategy. Chunk ids are derived
 from content, so an id the store holds is an unchanged chunk: `plan` is a pure diff of ids. The
-expensive part (embedding, entity extraction) produces batches that `overlap_writes` stores on one
-writer thread while the next batch is produced.
+expensive part (embedding, entity extraction) produces batches that `overlap_writes` stores on writer
+threads (one, or a few started in order) while the next batch is produced.
 """
 
 from __future__ import annotations

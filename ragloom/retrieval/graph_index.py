@@ -265,7 +265,7 @@ def _ordered(columns: dict[str, list[Any]], *keys: str) -> dict[str, list[Any]]:
     """The table's rows sorted by ``keys``. The store returns rows in the order they were written, and parallel
     extraction writes them in no fixed order: sorted, two builds of the same graph get the same indices, so every
     tie broken by an index (the context item's edges, its cited chunks) and every sum over them come out the
-    same (docs/experiments/2026-11-26-weaviate-lean-schema.md, the retrieval snapshot)."""
+    same (docs/experiments/2026-11-26-graph-index-order.md)."""
     if len(columns[keys[0]]) < 2:
         return columns
     # numpy's string sort: the order Python's would give (by code point), ~5x faster on a million rows
