@@ -351,7 +351,11 @@ def test_process_killed_mid_vector_sync_then_rerun_is_exact(vectors, vector_chun
            rerun_inserted=rerun.inserted, objects=final["objects"], objects_lost=final["missing"],
            duplicates=final["duplicates"], corrupt=final["corrupt"])
     assert 0 < survived["objects"] < len(vector_chunks)
-    assert rerun.inserted == len(vector_chunks) - survived["distinct"]
+    # The server goes on applying a batch request the killed process had already sent (CI saw 750 objects while
+    # the test read the collection and 800 a moment later), so what the re-run found can exceed what the test
+    # read; the re-run writes exactly what it found missing and keeps everything that survived.
+    assert rerun.inserted + rerun.unchanged == len(vector_chunks)
+    assert survived["distinct"] <= rerun.unchanged < len(vector_chunks)
     assert_exact_vectors(final)
 
 
@@ -366,7 +370,11 @@ def test_process_killed_mid_graph_sync_then_rerun_is_exact(graph, graph_chunks, 
            objects_lost=after["objects_lost"], duplicates=after["duplicates"], diff=after["diff"])
     assert len(after["survived"]["chunks"]) == len(graph_chunks)  # chunk nodes were written before extraction
     assert after["lied"] == 0
-    assert after["rerun"].chunks_added == len(graph_chunks) - after["marked_done"]
+    # as with vectors, a commit the killed process had sent may land after the test read the graph: the re-run
+    # extracts exactly what it found not done, and keeps at least everything the test saw done
+    rerun = after["rerun"]
+    assert rerun.chunks_added + rerun.chunks_unchanged == len(graph_chunks)
+    assert after["marked_done"] <= rerun.chunks_unchanged < len(graph_chunks)
     assert not any(after["diff"].values()), after["diff"]
 
 
