@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from multiprocessing import get_all_start_methods, get_context
 from typing import TYPE_CHECKING, Any
 
-from threadpoolctl import threadpool_limits
-
 from ragloom.errors import ConfigError
+from ragloom.extraction.blas import one_blas_thread
 from ragloom.extraction.cues import NO_MAIL, Mail, span_cues
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse, load_nlp
 from ragloom.extraction.resolution import EntityResolver, KnownEntity, Resolution
@@ -172,7 +171,7 @@ class EntityExtractor:
                 stack.callback(pool.shutdown, wait=True, cancel_futures=True)
                 results = pool.map(_parse_in_worker, batches)
             else:
-                stack.enter_context(_one_blas_thread())
+                stack.enter_context(one_blas_thread())
                 results = map(self._parse_batch, batches)
             for wave in waves:
                 resumed = time.perf_counter()
@@ -379,13 +378,8 @@ _worker_extractor: EntityExtractor | None = None
 def _adopt(extractor: EntityExtractor) -> None:
     global _worker_extractor
     _worker_extractor = extractor
-    _one_blas_thread()  # for the worker's lifetime
-
-
-def _one_blas_thread() -> threadpool_limits:
-    """spaCy's matrices are small: one BLAS thread per process is fastest, and the processes are the
-    parallelism. Also a context manager that restores the previous limits."""
-    return threadpool_limits(limits=1, user_api="blas")
+    # spaCy's matrices are small: one BLAS thread per process is fastest, and the processes are the parallelism
+    one_blas_thread().__enter__()  # for the worker's lifetime (never left)
 
 
 def _parse_in_worker(items: list[tuple[str, str]]) -> list[_ChunkParse]:

@@ -12,13 +12,12 @@ of capitalised words can return, so skipping never changes the entities matched.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragloom.extraction import query_entities
+from ragloom.extraction.blas import one_blas_thread
 from ragloom.extraction.resolution import DEFAULT_PLURAL_TYPES, normalize_name, singular
 
 if TYPE_CHECKING:
@@ -29,10 +28,6 @@ PARTIAL_LIMIT = 3  # a multi-word name with no exact match matches the entities 
 _WORD = re.compile(r"[^\W_][\w'’.&-]*")
 _DROPPED = frozenset({"the", "a", "an"})  # leading determiners normalisation removes
 
-_blas_lock = threading.Lock()  # guards the three below, never held while NER runs
-_blas: Any = None  # the ThreadpoolController, made on first use
-_blas_limit: Any = None  # the one-thread limit in force while _blas_users > 0
-_blas_users = 0
 
 
 def query_grams(text: str, stop_words: Iterable[str] = ()) -> list[str]:
@@ -53,33 +48,9 @@ def query_grams(text: str, stop_words: Iterable[str] = ()) -> list[str]:
 def ner_names(nlp: Any, text: str) -> list[str]:
     """spaCy's names in ``text`` (``extraction.query_entities``), run with one BLAS thread: the matrices of
     one short query are tiny, and two OpenBLAS threads on a busy 2-core machine made this step 5-25x slower
-    (p50 12-48 ms against 1.8 ms)."""
-    with _one_blas_thread():
+    (p50 12-48 ms against 1.8 ms). The limit holds on whichever thread the query runs (``extraction.blas``)."""
+    with one_blas_thread():
         return query_entities(nlp, text)
-
-
-@contextlib.contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """BLAS limited to one thread while any caller is inside. The limit is process-wide, so it is counted:
-    the first caller in sets it, the last one out restores the original; concurrent queries (the service's
-    worker threads) run their NER side by side instead of queueing on a lock held for the whole call."""
-    global _blas, _blas_limit, _blas_users
-    with _blas_lock:
-        if _blas is None:
-            from threadpoolctl import ThreadpoolController  # deferred: loaded by the first query that runs NER
-
-            _blas = ThreadpoolController()  # once: building one scans the loaded libraries (~5 ms)
-        if _blas_users == 0:
-            _blas_limit = _blas.limit(limits=1, user_api="blas")
-        _blas_users += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_users -= 1
-            if _blas_users == 0:
-                _blas_limit.restore_original_limits()
-                _blas_limit = None
 
 
 def _usable(token: str, vocabulary: Any) -> bool:

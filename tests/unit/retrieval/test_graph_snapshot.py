@@ -166,34 +166,44 @@ def test_skipping_ner_never_changes_the_entities_matched(graph, nlp, words):
 
 
 def test_concurrent_ner_calls_run_side_by_side_with_one_blas_thread(monkeypatch):
-    """The one-thread BLAS limit is process-wide and counted: two queries' NER overlap (a lock held over the
-    whole call would keep the second out until the first finished), one limit is in force while either is
-    inside, and the original thread counts are back when both are out."""
+    """The one-thread BLAS limit is process-wide and counted: two queries' NER overlap on worker threads (a lock
+    held over the whole call would keep the second out until the first finished), OpenBLAS really runs one
+    thread while either is inside, and the original thread counts are back when both are out. The main thread
+    holds threadpoolctl's control first, as it does where it set a limit before (a warm-up query): threadpoolctl
+    then ignores every other thread's limit, and NER on the service's worker threads ran on two BLAS threads."""
     import threading
 
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import OpenBLASController, ThreadpoolController, threadpool_info
+
+    from ragloom.extraction import blas
 
     def blas_threads() -> list[int]:
         return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 
-    original = blas_threads()
     both_inside = threading.Barrier(2, timeout=10)
-    seen: list[tuple[int, bool]] = []
+    seen: list[tuple[int, list[int]]] = []
 
     def fake_ner(nlp, text):
         both_inside.wait()  # broken (BrokenBarrierError) unless the other call is inside at the same time
-        seen.append((entity_match._blas_users, entity_match._blas_limit is not None))
+        seen.append((blas._users, blas_threads()))
         both_inside.wait()
         return [text]
 
     monkeypatch.setattr(entity_match, "query_entities", fake_ner)
     results: list[list[str]] = []
-    threads = [threading.Thread(target=lambda t=t: results.append(entity_match.ner_names(None, t)))
-               for t in ("first", "second")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    held = ThreadpoolController().limit(limits=2, user_api="blas")  # the main thread takes control
+    original = blas_threads()
+    try:
+        threads = [threading.Thread(target=lambda t=t: results.append(entity_match.ner_names(None, t)))
+                   for t in ("first", "second")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        after = blas_threads()
+    finally:
+        held.restore_original_limits()
+        OpenBLASController.clear_controlling_thread(force=True)
     assert sorted(results) == [["first"], ["second"]]
-    assert seen == [(2, True), (2, True)]
-    assert entity_match._blas_users == 0 and entity_match._blas_limit is None and blas_threads() == original
+    assert seen == [(2, [1] * len(original))] * 2, (original, seen)
+    assert blas._users == 0 and blas._limit is None and after == original
