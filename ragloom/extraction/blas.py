@@ -16,6 +16,7 @@ taking threadpoolctl's control from whichever thread held it, and giving it up a
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -49,6 +50,24 @@ def one_blas_thread() -> Iterator[None]:
                 with _in_control():
                     _limit.restore_original_limits()
                 _limit = None
+
+
+def worker_blas_thread() -> None:
+    """One BLAS thread for the rest of a forked worker process's life (the extraction workers: the processes are
+    the parallelism). The worker has one thread, so threadpoolctl's control is free (the parent's threads are not
+    alive in the child); the counted guard is not used, its lock may have been held by a parent thread at fork."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts with no caller inside and a free lock, whatever the parent's threads held."""
+    global _lock, _controller, _limit, _users
+    _lock, _controller, _limit, _users = threading.Lock(), None, None, 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextlib.contextmanager
