@@ -62,9 +62,11 @@ def worker_blas_thread() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child starts with no caller inside and a free lock, whatever the parent's threads held."""
-    global _lock, _controller, _limit, _users
-    _lock, _controller, _limit, _users = threading.Lock(), None, None, 0
+    """A forked child starts with no caller inside and a free lock, whatever the parent's threads held (the
+    controller is kept: its library handles are valid in the child, and rescanning would take the loader's
+    lock, which another parent thread may have held at the fork too)."""
+    global _lock, _limit, _users
+    _lock, _limit, _users = threading.Lock(), None, 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -19,6 +19,8 @@ def _enter_and_leave(queue) -> None:
 def test_a_child_forked_while_a_thread_holds_the_guard_s_lock_can_use_it():
     """Extraction forks its workers while the service's query threads may be inside the guard: a child that
     inherited the lock held would wait forever on its first use."""
+    with blas.one_blas_thread():  # the parent has used the guard (its queries' NER) before it forks
+        pass
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     with blas._lock:  # as another thread of the parent would be, at the moment of the fork
