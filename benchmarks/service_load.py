@@ -266,9 +266,12 @@ def ceiling_lines(runs: list[Run], cores: int) -> list[str]:
     for seq in (r for r in runs if r.name.startswith("in-process sequential") and r.cpu_ms):
         strategy = seq.name.split()[-1]
         busy = seq.our_cpu_ms() * seq.throughput / 1000
+        if busy <= 0:
+            lines.append(f"{strategy}: no CPU measured")
+            continue
         lines.append(f"{strategy}: the sequential run kept {busy:.2f} of {cores} cores busy ({seq.our_cpu_ms():.1f} "
                      f"CPU ms per query at {seq.throughput:.1f} qps): at its own CPU per query, {cores} cores allow "
-                     f"{cores / busy:.2f}x its rate" if busy > 0 else f"{strategy}: no CPU measured")
+                     f"{cores / busy:.2f}x its rate")
         for run in (r for r in runs if r.name == f"service {strategy}" and r.cpu_ms and r.our_cpu_ms() > 0):
             allowed = cores * 1000 / run.our_cpu_ms()
             lines.append(f"  service at {run.concurrency}: {run.our_cpu_ms():.1f} CPU ms per query allow {allowed:.1f} "

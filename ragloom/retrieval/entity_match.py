@@ -29,7 +29,6 @@ _WORD = re.compile(r"[^\W_][\w'’.&-]*")
 _DROPPED = frozenset({"the", "a", "an"})  # leading determiners normalisation removes
 
 
-
 def query_grams(text: str, stop_words: Iterable[str] = ()) -> list[str]:
     """Every normalised word n-gram of ``text`` up to ``MAX_NAME_WORDS`` words, single stop words and words
     under 3 letters left out (matched exactly: "first goal" must not match partially)."""
