@@ -8,10 +8,12 @@ baseline in the same run: the same embedder on the same machine's CPU (torch fp3
 H100/H200: >= 2,500 chunks/s.
 
 With ``--schemas shipped,previous`` each write runs on the shipped collection schema and on the indexes it had
-before 2026-11-26, in turn (``weaviate_write.schema_of``).
+before 2026-11-26, in turn (``weaviate_write.schema_of``). ``--write-processes 1,2,4`` runs each write with its batch
+writes in that many processes (RAGLOOM_WEAVIATE_WRITE_PROCESSES; 1: the syncing process).
 
     python benchmarks/gpu_ingest.py [--documents 0] [--batches 256,512,1024] [--dtypes fp32,fp16,bf16] [--write]
-        [--write-requests 1,2,4,8] [--schemas shipped] [--write-repeats 1] [--writes-in-flight 0]
+        [--write-requests 1,2,4,8] [--write-processes 0] [--schemas shipped] [--write-repeats 1]
+        [--writes-in-flight 0] [--sync-batch 256]
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="also embed + write into Weaviate")
     parser.add_argument("--write-requests", default="1",
                         help="insert requests in flight (RAGLOOM_WEAVIATE_WRITE_REQUESTS), one write run per value")
+    parser.add_argument("--write-processes", default="0",
+                        help="processes the batch writes run in (RAGLOOM_WEAVIATE_WRITE_PROCESSES; 0 = by cores)")
+    parser.add_argument("--sync-batch", type=int, default=256, help="sync_vectors' batch_size (ingestion's: 256)")
     parser.add_argument("--schemas", default="shipped", help="shipped and/or previous (the indexes before)")
     parser.add_argument("--write-repeats", type=int, default=1, help="rounds of the write runs")
     parser.add_argument("--writes-in-flight", default="0",
@@ -130,25 +135,29 @@ def main() -> None:
             print(f"weaviate  ready in {weaviate_server.start(settings, settings.weaviate_api_key):.1f}s", flush=True)
         from weaviate_write import check_schema, schema_of
 
-        runs = [(requests, schema, depth) for _ in range(args.write_repeats)
+        runs = [(requests, processes, schema, depth) for _ in range(args.write_repeats)
                 for requests in [int(n) for n in args.write_requests.split(",") if n]
+                for processes in [int(n) for n in args.write_processes.split(",") if n]
                 for schema in [n for n in args.schemas.split(",") if n]
                 for depth in [int(n) for n in args.writes_in_flight.split(",") if n]]
-        for requests, schema, depth in runs:
+        for requests, processes, schema, depth in runs:
             store = WeaviateStore.connect(replace(settings, collection_prefix=f"BenchGpu{uuid.uuid4().hex[:8]}",
-                                                  weaviate_write_requests=requests))
+                                                  weaviate_write_requests=requests,
+                                                  weaviate_write_processes=processes))
             try:
                 with schema_of(schema):
-                    # the batch size ingestion uses
-                    report = sync_vectors(store, auto, "recursive", chunks, writes_in_flight=depth)
+                    report = sync_vectors(store, auto, "recursive", chunks, batch_size=args.sync_batch,
+                                          writes_in_flight=depth)
                 check_schema(store, "recursive", schema)
+                assert store.count("recursive") == len(chunks), "the collection does not hold every chunk"
             finally:
                 store.drop_collections()
                 store.close()
-            print(f"write     embed + write, {schema} schema, {depth or 'default'} writes of {requests} insert "
-                  "requests in flight: "
+            print(f"write     embed + write, {schema} schema, {store.write_processes} writer processes, "
+                  f"{depth or 'default'} writes of {requests} insert requests in flight: "
                   f"{len(chunks) / report.seconds:8.1f} chunks/s (embed {report.embed_seconds:.1f}s, write "
-                  f"{report.write_seconds:.1f}s overlapped)   aim >= 2,500", flush=True)
+                  f"{report.write_seconds:.1f}s overlapped; load average {os.getloadavg()[0]:.1f})   aim >= 2,500",
+                  flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -205,6 +205,10 @@ class Settings:
     weaviate_write_requests: int = _setting(0,
         "insert requests (of up to 512 objects) in flight at once per batch write; 0 = by this machine's cores (1 "
         "on up to 4, else half the cores, at most 8: docs/experiments/2026-11-26-gpu-ingest.md)")
+    weaviate_write_processes: int = _setting(0,
+        "processes a sync's batch writes run in, each with its own connection (1 = the syncing process); 0 = by "
+        "this machine's cores (1 on up to 8, else one per 4 cores, at most 4: "
+        "docs/experiments/2026-11-27-gpu-writer-processes.md)")
     weaviate_write_timeout_seconds: float = _setting(30.0,
         "one insert request (up to 512 objects); a request that times out is re-sent (writes are upserts). The "
         "client's own default, 90 s, is how long a write waited on a replica that had just died in a cluster")
@@ -437,6 +441,9 @@ class Settings:
                               "above 0 and at most 600")
         if not 0 <= self.weaviate_write_requests <= 64:
             raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_REQUESTS={self.weaviate_write_requests}: choose 1 to 64, "
+                              "or 0 (by this machine's cores)")
+        if not 0 <= self.weaviate_write_processes <= 32:
+            raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_PROCESSES={self.weaviate_write_processes}: choose 1 to 32, "
                               "or 0 (by this machine's cores)")
         if self.weaviate_write_timeout_seconds <= 0:
             raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_TIMEOUT_SECONDS={self.weaviate_write_timeout_seconds}: "

@@ -59,8 +59,7 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     model (``same_family``: e.g. torch on a GPU, onnx-int8 on the CPU) is kept, its vectors and the new ones
     side by side. Idempotent: a second call with the same chunks writes nothing. Objects that still fail after
     the store's retries are collected over all batches; then StoreError names them (the next sync retries them:
-    they count as new). ``writes_in_flight``: batch writes at once (0: two when the store sends several insert
-    requests, i.e. on a many-core machine, else one).
+    they count as new). ``writes_in_flight``: batch writes at once (0: as the store's ``batch_writer`` says).
     """
     started = time.perf_counter()
     report = VectorSyncReport(strategy=strategy)
@@ -111,11 +110,10 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
         failures.update(result.failed)
         rejected.update(result.rejected)
 
-    # On many cores one write leaves Weaviate idle while it builds its objects (the client's Python): a second
-    # write builds the next batch meanwhile (docs/experiments/2026-11-26-weaviate-lean-schema.md).
-    depth = writes_in_flight or (2 if store.write_requests > 1 else 1)
-    times = overlap_writes(embedded(), lambda item: store.write_chunks(strategy, *item), written,
-                           thread_name="weaviate-write", depth=depth)
+    # The store says how its batch writes run (in this process, or in writer processes on many cores) and how
+    # many at once
+    with store.batch_writer(strategy, -(-len(new) // batch_size), writes_in_flight) as (write, depth):
+        times = overlap_writes(embedded(), write, written, thread_name="weaviate-write", depth=depth)
     report.write_seconds = times.work_seconds
     if rejected:
         # one document's metadata never fails the sync of everyone else's: it is left out, with its reason

@@ -6,11 +6,14 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragloom.errors import StoreError
 from ragloom.metadata import MetadataLayout
 from ragloom.stores.weaviate.errors import store_errors
+
+if TYPE_CHECKING:
+    from ragloom.settings import Settings
 
 ITERATOR_PAGE = 2000
 FRESH_INDEX_ATTEMPTS = 5  # reads of a collection created a moment ago by another process (once_index_loaded)
@@ -57,6 +60,10 @@ class Inventory:
         self._bm25_analyzed: dict[str, bool] = {}  # collection -> written with the current BM25 analyzer
         self.bm25_k1, self.bm25_b = 1.2, 0.75  # BM25 parameters of the collections it creates (Settings)
         self.write_requests = 1  # insert requests in flight at once per write (Settings.weaviate_write_requests)
+        # processes a sync's batch writes run in (Settings.weaviate_write_processes; 1: this one); more need
+        # the settings the store was connected with, for the workers' own connections
+        self.write_processes = 1
+        self.settings: Settings | None = None
         # Replicas of each shard for collections this store creates, and how many replicas must answer a read
         # or acknowledge a write (ONE | QUORUM | ALL; with one replica every level is the same).
         self.replication_factor = replication_factor

@@ -12,6 +12,7 @@ from ragloom.stores.weaviate.connection import open_client
 from ragloom.stores.weaviate.migrate import Migrate
 from ragloom.stores.weaviate.reads import Reads
 from ragloom.stores.weaviate.selection import Selection
+from ragloom.stores.weaviate.writer_processes import default_write_processes
 from ragloom.stores.weaviate.writes import default_write_requests
 
 
@@ -34,6 +35,8 @@ class WeaviateStore(Closing, Admin, Migrate, Reads, Selection):
         store._owns_connection = True
         store.bm25_k1, store.bm25_b = settings.bm25_k1, settings.bm25_b
         store.write_requests = settings.weaviate_write_requests or default_write_requests(os.cpu_count())
+        store.write_processes = settings.weaviate_write_processes or default_write_processes(os.cpu_count())
+        store.settings = settings
         return store
 
     def _close_connection(self) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from ragloom.stores.weaviate.errors import is_weaviate_failure, store_errors
 from ragloom.stores.weaviate.inventory import ITERATOR_PAGE, default_vector
 from ragloom.stores.weaviate.schema import meta_property, object_properties
 from ragloom.stores.weaviate.versions import Versions
+from ragloom.stores.weaviate.writer_processes import WriterPool
 from ragloom.types import Chunk
 
 INSERT_BATCH = 512  # objects per gRPC insert_many request
@@ -160,6 +162,24 @@ class Writes(Versions):
         if result.written:
             self.bump_version(strategy)
         return result
+
+    @contextmanager
+    def batch_writer(self, strategy: str, batches: int, writes_in_flight: int = 0) -> Iterator[
+            tuple[Callable[[tuple[list[Chunk], np.ndarray]], WriteResult], int]]:
+        """How a sync sends its ``batches`` batch writes: ``(write, depth)``, ``write`` taking (chunks, vectors)
+        and ``depth`` the writes to keep in flight at once (``writes_in_flight`` when above 0).
+
+        With ``write_processes`` above 1 and more than one batch, each write runs in one of that many worker
+        processes (``writer_processes``), one write per process at a time. Otherwise in this process, two at
+        once where the store sends several insert requests (one builds its objects while the other waits on
+        Weaviate: docs/experiments/2026-11-26-weaviate-lean-schema.md), else one."""
+        processes = self.write_processes if self.settings is not None and batches > 1 else 1
+        if processes < 2:
+            yield (lambda item: self.write_chunks(strategy, *item)), (
+                writes_in_flight or (2 if self.write_requests > 1 else 1))
+            return
+        with WriterPool(self.settings, processes, type(self)) as pool:
+            yield (lambda item: pool.write(strategy, *item)), writes_in_flight or processes
 
     def repair_vector_index(self, strategy: str, chunk_ids: Iterable[str] | None = None) -> int:
         """Re-index the stored objects that a filtered vector search cannot return; returns how many.
