@@ -87,8 +87,8 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
 
     # Similar lengths in a batch pad less: the order of insertion does not matter to Weaviate.
     new = sorted(todo.new, key=lambda c: len(c.embed_text))
-    if store.write_requests > 1:  # enough objects per write to fill the insert requests it may have in flight
-        batch_size = max(batch_size, INSERT_BATCH * store.write_requests)
+    if store.requests_per_write > 1:  # enough objects per write to fill the insert requests it may have in flight
+        batch_size = max(batch_size, INSERT_BATCH * store.requests_per_write)
     failures: dict[str, str] = {}
     rejected: dict[str, str] = {}
     document_of = {c.chunk_id: c.document_id for c in new}

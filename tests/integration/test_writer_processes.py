@@ -20,6 +20,7 @@ from ragloom.chunking import RecursiveChunker
 from ragloom.embedding import make_embedder
 from ragloom.errors import StoreError
 from ragloom.indexing.vectors import sync_vectors
+from ragloom.metadata import MetadataLayout
 from ragloom.settings import Settings
 from ragloom.stores.weaviate import WeaviateStore
 from ragloom.types import Chunk, Document, sha256_hex
@@ -78,6 +79,8 @@ def _objects(store: WeaviateStore) -> dict[str, tuple[dict, np.ndarray]]:
 
 def test_a_sync_in_writer_processes_leaves_the_collection_one_process_leaves(connect, chunks, embedder):
     alone, pooled = connect(1), connect(2)
+    for store in (alone, pooled):  # a layout set on the store, not in the settings: the writers must use it too
+        store.metadata = MetadataLayout(declared={"k0": "INT", "k1": "NUMBER"})
     before = set(multiprocessing.active_children())
     writers_seen: list[int] = []
 
@@ -90,6 +93,9 @@ def test_a_sync_in_writer_processes_leaves_the_collection_one_process_leaves(con
     assert not set(multiprocessing.active_children()) - before  # and they are gone once the sync returns
     assert report.inserted == one.inserted == len(chunks) and report.collection_size == len(chunks)
 
+    types = {p.name: p.data_type.value for p in
+             pooled.client.collections.use(pooled.collection_name(STRATEGY)).config.get().properties}
+    assert types["meta_k0"] == "int" and types["meta_k1"] == "number" and types["meta_k2"] == "text[]"
     expected, written = _objects(alone), _objects(pooled)
     assert written.keys() == expected.keys()
     for object_id, (properties, vector) in expected.items():

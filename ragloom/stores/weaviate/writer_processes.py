@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ragloom.errors import StoreError
+from ragloom.metadata import MetadataLayout
 from ragloom.settings import Settings
 from ragloom.types import Chunk
 
@@ -42,11 +43,12 @@ _worker_store: Any = None  # each worker process's own store (a WeaviateStore)
 _connect_error = ""  # why it has none: said by every write it is given
 
 
-def _connect(settings: Settings, store_class: Any) -> None:
+def _connect(settings: Settings, store_class: Any, metadata: MetadataLayout) -> None:
     global _worker_store, _connect_error
     try:
         # a worker writes in its own process (no pool of its own) with the insert requests the settings give
         _worker_store = store_class.connect(replace(settings, weaviate_write_processes=1))
+        _worker_store.metadata = metadata
     except Exception as e:  # an initializer that raises only breaks the pool: keep the reason for the write
         _connect_error = f"{type(e).__name__}: {e}"
 
@@ -59,15 +61,15 @@ def _write(strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> WriteResu
 
 class WriterPool:
     """``processes`` worker processes, each with a store ``store_class.connect(settings)`` (the class is pickled by
-    name: each worker imports it); ``write`` sends one batch to whichever is free and returns its ``WriteResult``.
-    Close it (or use ``with``) to stop the workers."""
+    name: each worker imports it) typing metadata as ``metadata`` does; ``write`` sends one batch to whichever is
+    free and returns its ``WriteResult``. Close it (or use ``with``) to stop the workers."""
 
-    def __init__(self, settings: Settings, processes: int, store_class: Any) -> None:
+    def __init__(self, settings: Settings, processes: int, store_class: Any, metadata: MetadataLayout) -> None:
         if processes < 2:
             raise StoreError(f"a writer pool needs at least 2 processes, got {processes}")
         self.processes = processes
         self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_connect, initargs=(settings, store_class))
+                                         initializer=_connect, initargs=(settings, store_class, metadata))
 
     def write(self, strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> WriteResult:
         try:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -163,6 +163,20 @@ class Writes(Versions):
             self.bump_version(strategy)
         return result
 
+    def _writer_processes(self) -> int:
+        """Processes a sync's batch writes may run in: ``write_processes`` where the store knows the settings
+        it was connected with (the workers connect with them), else 1."""
+        return self.write_processes if self.settings is not None else 1
+
+    @property
+    def requests_per_write(self) -> int:
+        """Insert requests one batch write keeps in flight: ``write_requests``, shared out among the writer
+        processes when there are several. On the H100 machine (16 cores), 4 processes of 2 requests wrote
+        1.22-1.25x as fast as one process of 2, while 4 of 8 wrote 0.99-1.09x as fast as one of 8
+        (docs/experiments/2026-11-27-gpu-writer-processes.md)."""
+        processes = self._writer_processes()
+        return self.write_requests if processes < 2 else max(1, self.write_requests // processes)
+
     @contextmanager
     def batch_writer(self, strategy: str, batches: int, writes_in_flight: int = 0) -> Iterator[
             tuple[Callable[[tuple[list[Chunk], np.ndarray]], WriteResult], int]]:
@@ -170,15 +184,18 @@ class Writes(Versions):
         and ``depth`` the writes to keep in flight at once (``writes_in_flight`` when above 0).
 
         With ``write_processes`` above 1 and more than one batch, each write runs in one of that many worker
-        processes (``writer_processes``), one write per process at a time. Otherwise in this process, two at
-        once where the store sends several insert requests (one builds its objects while the other waits on
-        Weaviate: docs/experiments/2026-11-26-weaviate-lean-schema.md), else one."""
-        processes = self.write_processes if self.settings is not None and batches > 1 else 1
-        if processes < 2:
+        processes (``writer_processes``), one write per process at a time, each with ``requests_per_write``
+        insert requests, this store's prefix and metadata layout. Otherwise in this process, two at once where
+        the store sends several insert requests (one builds its objects while the other waits on Weaviate:
+        docs/experiments/2026-11-26-weaviate-lean-schema.md), else one."""
+        processes = self._writer_processes() if batches > 1 else 1
+        if self.settings is None or processes < 2:
             yield (lambda item: self.write_chunks(strategy, *item)), (
                 writes_in_flight or (2 if self.write_requests > 1 else 1))
             return
-        with WriterPool(self.settings, processes, type(self)) as pool:
+        settings = replace(self.settings, collection_prefix=self.prefix,
+                           weaviate_write_requests=self.requests_per_write)
+        with WriterPool(settings, processes, type(self), self.metadata) as pool:
             yield (lambda item: pool.write(strategy, *item)), writes_in_flight or processes
 
     def repair_vector_index(self, strategy: str, chunk_ids: Iterable[str] | None = None) -> int:
