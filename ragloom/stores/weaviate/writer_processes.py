@@ -75,9 +75,11 @@ class WriterPool:
         try:
             return self._pool.submit(_write, strategy, chunks, vectors).result()
         except BrokenProcessPool as e:
-            raise StoreError(f"a Weaviate writer process died while writing {len(chunks)} chunks of {strategy} "
-                             "(killed or out of memory); the batches before it are written, a re-run of the "
-                             "sync writes the rest") from e
+            raise StoreError(f"a Weaviate writer process died while writing {len(chunks)} chunks of {strategy}: "
+                             "killed, out of memory, or the program's main script does its work on import (writer "
+                             "processes are spawned and import it: put that work under "
+                             "`if __name__ == \"__main__\":`, or set RAGLOOM_WEAVIATE_WRITE_PROCESSES=1). The "
+                             "batches before it are written; a re-run of the sync writes the rest") from e
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
