@@ -31,6 +31,7 @@ class VectorSyncReport(SyncReport):
     recreated: bool = False  # the collection was dropped because the model changed
     embed_seconds: float = 0.0
     write_seconds: float = 0.0  # all Weaviate write time (overlapped with embedding)
+    write_processes: int = 1  # processes the batch writes ran in (1: the syncing process; writer_processes)
     collection_size: int = 0
     reindexed: int = 0  # stored chunks whose vectors were missing from the vector index, re-indexed
     rejected: int = 0  # chunks refused for their metadata (a cap of the collection): not written, the rest were
@@ -112,7 +113,8 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
 
     # The store says how its batch writes run (in this process, or in writer processes on many cores) and how
     # many at once
-    with store.batch_writer(strategy, -(-len(new) // batch_size), writes_in_flight) as (write, depth):
+    with store.batch_writer(strategy, -(-len(new) // batch_size), writes_in_flight) as (write, depth, processes):
+        report.write_processes = processes
         times = overlap_writes(embedded(), write, written, thread_name="weaviate-write", depth=depth)
     report.write_seconds = times.work_seconds
     if rejected:

@@ -19,6 +19,7 @@ from polling import free_port
 from ragloom.settings import REPO_ROOT
 
 CHUNKINGS = ("headered", "recursive")
+MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / "corpus.jsonl"
 
 
 def _env(tmp_path: Path, namespace: str, **extra: str) -> dict[str, str]:
@@ -96,6 +97,26 @@ def test_ingest_command_indexes_a_mixed_folder_and_the_run_is_in_the_instance(
     assert summary["documents"]["unchanged"] == d["documents"]
     assert all(v["inserted"] == 0 for v in summary["vectors"].values()) and summary["graph"]["recursive"][
         "chunks_added"] == 0
+
+
+def test_ingest_command_writes_vectors_in_writer_processes(tmp_path, namespace, weaviate_store_factory, monkeypatch):
+    """On a machine where the sync writes from worker processes (forced here): they are spawned from the command's
+    Dagster run, and every chunk is written once."""
+    store = weaviate_store_factory(namespace)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    with MUSIQUE.open(encoding="utf-8") as handle:
+        for _, line in zip(range(300), handle, strict=False):
+            row = json.loads(line)
+            (docs / f"{row['_id']}.txt").write_text(row["text"], encoding="utf-8")
+    # one insert request per write: the sync's batches stay at 256 chunks, so 300 documents make several
+    env = _env(tmp_path, namespace, RAGLOOM_WEAVIATE_WRITE_PROCESSES="2", RAGLOOM_WEAVIATE_WRITE_REQUESTS="1")
+    done = _ingest(env, str(docs), "--chunkings", "recursive", "--graph-chunkings", "", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, recorded = _recorded(env["DAGSTER_HOME"], json.loads(done.stdout)["run_id"], monkeypatch)
+    vectors = recorded["vectors_recursive"]  # as the UI shows the step
+    assert vectors["write_processes"] == 2
+    assert vectors["inserted"] == store.count("recursive") == len(store.chunk_index("recursive")) > 256
 
 
 def test_ingest_command_exits_non_zero_with_the_failed_step(tmp_path, namespace, neo4j_store_factory, monkeypatch):

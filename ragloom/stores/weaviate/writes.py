@@ -179,9 +179,10 @@ class Writes(Versions):
 
     @contextmanager
     def batch_writer(self, strategy: str, batches: int, writes_in_flight: int = 0) -> Iterator[
-            tuple[Callable[[tuple[list[Chunk], np.ndarray]], WriteResult], int]]:
-        """How a sync sends its ``batches`` batch writes: ``(write, depth)``, ``write`` taking (chunks, vectors)
-        and ``depth`` the writes to keep in flight at once (``writes_in_flight`` when above 0).
+            tuple[Callable[[tuple[list[Chunk], np.ndarray]], WriteResult], int, int]]:
+        """How a sync sends its ``batches`` batch writes: ``(write, depth, processes)``, ``write`` taking (chunks,
+        vectors), ``depth`` the writes to keep in flight at once (``writes_in_flight`` when above 0) and
+        ``processes`` the processes they run in.
 
         With ``write_processes`` above 1 and more than one batch, each write runs in one of that many worker
         processes (``writer_processes``), one write per process at a time, each with ``requests_per_write``
@@ -191,12 +192,12 @@ class Writes(Versions):
         processes = self._writer_processes() if batches > 1 else 1
         if self.settings is None or processes < 2:
             yield (lambda item: self.write_chunks(strategy, *item)), (
-                writes_in_flight or (2 if self.write_requests > 1 else 1))
+                writes_in_flight or (2 if self.write_requests > 1 else 1)), 1
             return
         settings = replace(self.settings, collection_prefix=self.prefix,
                            weaviate_write_requests=self.requests_per_write)
         with WriterPool(settings, processes, type(self), self.metadata) as pool:
-            yield (lambda item: pool.write(strategy, *item)), writes_in_flight or processes
+            yield (lambda item: pool.write(strategy, *item)), writes_in_flight or processes, processes
 
     def repair_vector_index(self, strategy: str, chunk_ids: Iterable[str] | None = None) -> int:
         """Re-index the stored objects that a filtered vector search cannot return; returns how many.
