@@ -53,6 +53,10 @@ def _connect(settings: Settings, store_class: Any, metadata: MetadataLayout) -> 
         _connect_error = f"{type(e).__name__}: {e}"
 
 
+def _started() -> None:
+    """A task that only makes the pool start a worker."""
+
+
 def _write(strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> WriteResult:
     if _worker_store is None:
         raise StoreError(f"a Weaviate writer process could not connect: {_connect_error}")
@@ -70,6 +74,10 @@ class WriterPool:
         self.processes = processes
         self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
                                          initializer=_connect, initargs=(settings, store_class, metadata))
+        # a spawned pool starts a worker per task submitted: start them all now, so that they import and connect
+        # while the first batches are embedded instead of after (0.66 s for 2 workers on 2 cores)
+        for _ in range(processes):
+            self._pool.submit(_started)
 
     def write(self, strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> WriteResult:
         try:
