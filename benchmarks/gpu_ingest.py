@@ -153,8 +153,9 @@ def main() -> None:
             finally:
                 store.drop_collections()
                 store.close()
-            print(f"write     embed + write, {schema} schema, {store.write_processes} writer processes, "
-                  f"{depth or 'default'} writes of {requests} insert requests in flight: "
+            print(f"write     embed + write, {schema} schema, {report.write_processes} writer processes, "
+                  f"{depth or 'default'} writes of {store.requests_per_write} insert requests in flight "
+                  f"(RAGLOOM_WEAVIATE_WRITE_REQUESTS={requests}): "
                   f"{len(chunks) / report.seconds:8.1f} chunks/s (embed {report.embed_seconds:.1f}s, write "
                   f"{report.write_seconds:.1f}s overlapped; load average {os.getloadavg()[0]:.1f})   aim >= 2,500",
                   flush=True)
