@@ -7,6 +7,7 @@ fields (``python -m ragloom.docs_reference``).
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
 from dataclasses import dataclass, field, fields
@@ -37,6 +38,13 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def may_start_processes() -> bool:
+    """Whether this process may start worker processes of its own. Not in a daemonic one, where multiprocessing
+    refuses children: a Celery prefork worker (the cluster profile runs Dagster steps there) or a pool's worker.
+    Work that would fan out to processes runs in this process instead."""
+    return not multiprocessing.current_process().daemon
 
 
 def _env(name: str, default: str) -> str:

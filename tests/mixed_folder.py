@@ -4,6 +4,7 @@ ingest run launched through the webserver's GraphQL API."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ FILES = ("company/overview.md", "reports/projects_2024.txt", "news/acquisition_p
          "company/strategy_2025.pptx", "reports/sensor_fleet_2024.xlsx", "customers/customers.csv",
          "news/kelpwatch_shipped.eml")
 BROKEN = "reports/broken.docx"
+MUSIQUE = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique" / "corpus.jsonl"
 WORD = "docs/reports/quarterly_review_q3_2024.docx"
 SLIDES = "docs/company/strategy_2025.pptx"
 
@@ -54,3 +56,14 @@ def check_retrievable(store: Any, chunking: str = "headered", scope: str = "") -
     by_author = store.bm25(chunking, "HarborSight", k=50, where=where)
     assert by_author and {i.document_id for i in by_author} == {WORD}
     assert len(store.bm25(chunking, "HarborSight", k=50)) > len(by_author)  # the filter did leave others out
+
+
+def make_musique_folder(docs: Path, documents: int = 300) -> Path:
+    """The first ``documents`` MuSiQue paragraphs as .txt files in ``docs`` (created): a folder of several hundred
+    chunks, for runs that must split their work (extraction waves, write batches); returns ``docs``."""
+    docs.mkdir(parents=True)
+    with MUSIQUE.open(encoding="utf-8") as handle:
+        for _, line in zip(range(documents), handle, strict=False):
+            row = json.loads(line)
+            (docs / f"{row['_id']}.txt").write_text(row["text"], encoding="utf-8")
+    return docs

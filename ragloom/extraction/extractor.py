@@ -17,7 +17,7 @@ from ragloom.extraction.blas import one_blas_thread, worker_blas_thread
 from ragloom.extraction.cues import NO_MAIL, Mail, span_cues
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse, load_nlp
 from ragloom.extraction.resolution import EntityResolver, KnownEntity, Resolution
-from ragloom.settings import usable_cpus
+from ragloom.settings import may_start_processes, usable_cpus
 from ragloom.types import COOCCURS, Chunk, Entity, Log, Mention, Relation
 
 if TYPE_CHECKING:
@@ -125,7 +125,8 @@ class EntityExtractor:
 
     def processes_for(self, n_chunks: int) -> int:
         """Worker processes an extraction of this many chunks runs in (1: in this process)."""
-        if self.n_process <= 1 or n_chunks < self.parallel_min_chunks or "fork" not in get_all_start_methods():
+        if (self.n_process <= 1 or n_chunks < self.parallel_min_chunks or "fork" not in get_all_start_methods()
+                or not may_start_processes()):
             return 1
         return min(self.n_process, -(-n_chunks // self.batch_size))
 

@@ -13,13 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from mixed_folder import BROKEN, check_documents_metadata, check_retrievable, make_mixed_folder
+from mixed_folder import BROKEN, check_documents_metadata, check_retrievable, make_mixed_folder, make_musique_folder
 from polling import free_port
 
 from ragloom.settings import REPO_ROOT
 
 CHUNKINGS = ("headered", "recursive")
-MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / "corpus.jsonl"
 
 
 def _env(tmp_path: Path, namespace: str, **extra: str) -> dict[str, str]:
@@ -103,12 +102,7 @@ def test_ingest_command_writes_vectors_in_writer_processes(tmp_path, namespace, 
     """On a machine where the sync writes from worker processes (forced here): they are spawned from the command's
     Dagster run, and every chunk is written once."""
     store = weaviate_store_factory(namespace)
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    with MUSIQUE.open(encoding="utf-8") as handle:
-        for _, line in zip(range(300), handle, strict=False):
-            row = json.loads(line)
-            (docs / f"{row['_id']}.txt").write_text(row["text"], encoding="utf-8")
+    docs = make_musique_folder(tmp_path / "docs")
     # one insert request per write: the sync's batches stay at 256 chunks, so 300 documents make several
     env = _env(tmp_path, namespace, RAGLOOM_WEAVIATE_WRITE_PROCESSES="2", RAGLOOM_WEAVIATE_WRITE_REQUESTS="1")
     done = _ingest(env, str(docs), "--chunkings", "recursive", "--graph-chunkings", "", "--json")

@@ -7,11 +7,11 @@ Run, re-run (nothing written), edit one document (only it is re-chunked and re-w
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from pathlib import Path
 
 import pytest
+from mixed_folder import make_musique_folder
 
 from pipelines.definitions import build_defs
 from ragloom.settings import SAMPLE_CORPUS, Settings
@@ -86,18 +86,12 @@ def test_ingest_rerun_edit_delete(settings, weaviate_store_factory, neo4j_store_
     assert not [c for c in graph.chunk_ids("recursive") if c not in set(wv.chunk_index("recursive"))]
 
 
-MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique" / "corpus.jsonl"
 
 
 def test_graph_asset_extracts_in_worker_processes_inside_a_run(settings, weaviate_store_factory, neo4j_store_factory,
                                                                  namespace, tmp_path):
     """The graph asset forks spaCy workers from a run process that holds open Weaviate and Neo4j clients."""
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    with MUSIQUE.open(encoding="utf-8") as handle:
-        for _, line in zip(range(300), handle, strict=False):
-            row = json.loads(line)
-            (docs / f"{row['_id']}.txt").write_text(row["text"], encoding="utf-8")
+    make_musique_folder(tmp_path / "docs")
     recursive_only = dataclasses.replace(settings, chunkings=("recursive",), graph_chunkings=("recursive",))
     defs = _defs(recursive_only, namespace, tmp_path, nlp=NlpResource(processes=2))
     weaviate_store_factory(namespace)  # the run's collections: dropped, and checked gone, at teardown

@@ -15,6 +15,7 @@ import numpy as np
 from ragloom.errors import StoreError
 from ragloom.filters import META_PREFIX
 from ragloom.metadata import MetadataError, coerce, stored_key
+from ragloom.settings import may_start_processes
 from ragloom.stores.weaviate.errors import is_weaviate_failure, store_errors
 from ragloom.stores.weaviate.inventory import ITERATOR_PAGE, default_vector
 from ragloom.stores.weaviate.schema import meta_property, object_properties
@@ -165,8 +166,8 @@ class Writes(Versions):
 
     def _writer_processes(self) -> int:
         """Processes a sync's batch writes may run in: ``write_processes`` where the store knows the settings
-        it was connected with (the workers connect with them), else 1."""
-        return self.write_processes if self.settings is not None else 1
+        it was connected with (the workers connect with them) and this process may start others, else 1."""
+        return self.write_processes if self.settings is not None and may_start_processes() else 1
 
     @property
     def requests_per_write(self) -> int:
