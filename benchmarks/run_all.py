@@ -66,6 +66,8 @@ NOT_RUN: dict[str, str] = {
     "graph_context_speed": "times the context item over a graph `ragloom eval` filled (--namespace)",
     "graph_rag_single_hop": "collects graph_rag configurations on three dev sets (ingests each once; an hour on 2 "
                             "cores); figures in docs/experiments/2026-11-26-graph-rag-single-hop.md",
+    "weaviate_shards": "a study of ranking over several shards, minutes per dataset; figures in "
+                       "docs/experiments/2026-11-27-weaviate-shards.md",
     "gpu_ingest": "the GPU path (device=auto on a CUDA machine); on a CPU it only repeats ingest_vectors' figures",
 }
 
