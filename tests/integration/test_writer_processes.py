@@ -128,3 +128,16 @@ def test_a_writer_process_killed_mid_sync_fails_it_loudly_and_the_rerun_complete
     assert rerun.inserted + rerun.unchanged == len(chunks) and rerun.unchanged >= len(survived)
     assert set(store.chunk_index(STRATEGY)) == {c.chunk_id for c in chunks}
     assert store.count(STRATEGY) == len(chunks)
+
+
+def test_the_defaults_count_the_cores_this_process_may_use(settings, monkeypatch):
+    """Insert requests and writer processes by the CPUs of this process's affinity (as extraction counts them),
+    not every CPU of the machine: a container pinned to 2 of 64 cores writes as a 2-core machine does."""
+    from ragloom.stores.weaviate import store as store_module
+
+    monkeypatch.setattr(store_module, "usable_cpus", lambda: 16)
+    store = WeaviateStore.connect(replace(settings, weaviate_write_processes=0, weaviate_write_requests=0))
+    try:
+        assert (store.write_requests, store.write_processes, store.requests_per_write) == (8, 4, 2)
+    finally:
+        store.close()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 from ragloom.metadata import MetadataLayout
-from ragloom.settings import Settings
+from ragloom.settings import Settings, usable_cpus
 from ragloom.stores.base import Closing
 from ragloom.stores.weaviate.admin import Admin
 from ragloom.stores.weaviate.connection import open_client
@@ -34,8 +32,9 @@ class WeaviateStore(Closing, Admin, Migrate, Reads, Selection):
                     metadata=MetadataLayout.from_settings(settings))
         store._owns_connection = True
         store.bm25_k1, store.bm25_b = settings.bm25_k1, settings.bm25_b
-        store.write_requests = settings.weaviate_write_requests or default_write_requests(os.cpu_count())
-        store.write_processes = settings.weaviate_write_processes or default_write_processes(os.cpu_count())
+        # the cores this process may use (its CPU affinity), as extraction counts them
+        store.write_requests = settings.weaviate_write_requests or default_write_requests(usable_cpus())
+        store.write_processes = settings.weaviate_write_processes or default_write_processes(usable_cpus())
         store.settings = settings
         return store
 
