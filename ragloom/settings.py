@@ -211,12 +211,12 @@ class Settings:
     weaviate_read_consistency: str = _setting("QUORUM", "ONE | QUORUM | ALL per read (matters only with replicas)")
     weaviate_nodes: int = _setting(3, "nodes of the cluster profile's Weaviate")
     weaviate_write_requests: int = _setting(0,
-        "insert requests (of up to 512 objects) in flight at once per batch write; 0 = by this machine's cores (1 "
-        "on up to 4, else half the cores, at most 8: docs/experiments/2026-11-26-gpu-ingest.md)")
+        "insert requests (of up to 512 objects) in flight at once per batch write; 0 = by the cores this process "
+        "may use (1 on up to 4, else half the cores, at most 8: docs/experiments/2026-11-26-gpu-ingest.md)")
     weaviate_write_processes: int = _setting(0,
         "processes a sync's batch writes run in, each with its own connection (1 = the syncing process); 0 = by "
-        "this machine's cores (1 on up to 8, else one per 4 cores, at most 4: "
-        "docs/experiments/2026-11-27-gpu-writer-processes.md)")
+        "the cores this process may use (1 on up to 8, else one per 4 cores, at most 4; the insert requests are "
+        "shared out among them: docs/experiments/2026-11-27-gpu-writer-processes.md)")
     weaviate_write_timeout_seconds: float = _setting(30.0,
         "one insert request (up to 512 objects); a request that times out is re-sent (writes are upserts). The "
         "client's own default, 90 s, is how long a write waited on a replica that had just died in a cluster")
