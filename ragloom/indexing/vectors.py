@@ -115,6 +115,8 @@ def sync_vectors(store: WeaviateStore, embedder: Embedder, strategy: str, chunks
     # many at once
     with store.batch_writer(strategy, -(-len(new) // batch_size), writes_in_flight) as (write, depth, processes):
         report.write_processes = processes
+        if processes > 1:
+            log(f"{strategy}: writing from {processes} writer processes, {depth} batches at once")
         times = overlap_writes(embedded(), write, written, thread_name="weaviate-write", depth=depth)
     report.write_seconds = times.work_seconds
     if rejected:

@@ -84,12 +84,16 @@ def test_a_sync_in_writer_processes_leaves_the_collection_one_process_leaves(con
     before = set(multiprocessing.active_children())
     writers_seen: list[int] = []
 
+    messages: list[str] = []
+
     def log(message: str) -> None:
+        messages.append(message)
         writers_seen.append(len(set(multiprocessing.active_children()) - before))
 
     one = sync_vectors(alone, embedder, STRATEGY, chunks, batch_size=16)
     report = sync_vectors(pooled, embedder, STRATEGY, chunks, batch_size=16, log=log)
     assert max(writers_seen) == 2  # the batches went to two worker processes
+    assert f"{STRATEGY}: writing from 2 writer processes, 2 batches at once" in messages
     assert not set(multiprocessing.active_children()) - before  # and they are gone once the sync returns
     assert report.inserted == one.inserted == len(chunks) and report.collection_size == len(chunks)
 
