@@ -57,7 +57,11 @@ def _sync_in_worker(settings: Settings) -> tuple[int, int, int, int]:
 
 @pytest.fixture(scope="module")
 def celery_like_worker():
-    with billiard.Pool(1) as pool:  # billiard's workers are daemonic, as Celery's prefork pool's are
+    """A billiard pool worker: daemonic, as Celery's prefork workers are. Spawned, not forked: a child forked from
+    this test process would inherit its open gRPC channels, which gRPC does not support (a worker forked here once
+    failed its first Weaviate connection with "sendmsg: Bad file descriptor"); Celery forks its workers from a
+    main process that has opened none."""
+    with billiard.get_context("spawn").Pool(1) as pool:
         yield pool
 
 
