@@ -66,12 +66,11 @@ def _write(strategy: str, chunks: list[Chunk], vectors: np.ndarray) -> WriteResu
 class WriterPool:
     """``processes`` worker processes, each with a store ``store_class.connect(settings)`` (the class is pickled by
     name: each worker imports it) typing metadata as ``metadata`` does; ``write`` sends one batch to whichever is
-    free and returns its ``WriteResult``. Close it (or use ``with``) to stop the workers."""
+    free and returns its ``WriteResult``. ``close`` stops the workers."""
 
     def __init__(self, settings: Settings, processes: int, store_class: Any, metadata: MetadataLayout) -> None:
         if processes < 2:
             raise StoreError(f"a writer pool needs at least 2 processes, got {processes}")
-        self.processes = processes
         self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
                                          initializer=_connect, initargs=(settings, store_class, metadata))
         # a spawned pool starts a worker per task submitted: start them all now, so that they import and connect
@@ -91,9 +90,3 @@ class WriterPool:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def __enter__(self) -> WriterPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -6,7 +6,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -197,7 +197,7 @@ class Writes(Versions):
             return
         settings = replace(self.settings, collection_prefix=self.prefix,
                            weaviate_write_requests=self.requests_per_write)
-        with WriterPool(settings, processes, type(self), self.metadata) as pool:
+        with closing(WriterPool(settings, processes, type(self), self.metadata)) as pool:
             yield (lambda item: pool.write(strategy, *item)), writes_in_flight or processes, processes
 
     def repair_vector_index(self, strategy: str, chunk_ids: Iterable[str] | None = None) -> int:
