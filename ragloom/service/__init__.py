@@ -3,8 +3,10 @@ OpenAPI docs, dependencies for authentication, async routes over a bounded threa
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
+from typing import Any
 
 from ragloom.settings import Settings, env_name
 
@@ -29,7 +31,18 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
         os.environ[env_name("service_port")] = str(settings.service_port)
         os.environ[env_name("service_processes")] = str(settings.service_processes)
         uvicorn.run("ragloom.service.app:create_app", factory=True, workers=settings.service_processes,
-                    host=settings.service_host, port=settings.service_port, log_level="info", proxy_headers=False)
+                    host=settings.service_host, port=settings.service_port, log_level="info", proxy_headers=False,
+                    log_config=log_config())
         return
     uvicorn.run(create_app(settings), host=settings.service_host, port=settings.service_port, log_level="info",
-                proxy_headers=False)
+                proxy_headers=False, log_config=log_config())
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging, with ragloom's own records beside its lines: the ready line, the promotion audit, the
+    sweeps of expired items (without it they went nowhere: nothing else configures logging in the served process)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["ragloom"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
