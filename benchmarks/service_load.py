@@ -118,12 +118,21 @@ class CpuMeter:
 
     def __enter__(self) -> CpuMeter:
         self.start = {name: sum(_ticks(p) for p in pids) for name, pids in self.groups.items()}
+        self.start_each = {p: _ticks(p) for p in self.groups.get("server", [])}
         self.start_machine = _machine_busy_ticks()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.used = {name: sum(_ticks(p) for p in pids) - self.start[name] for name, pids in self.groups.items()}
         self.used_machine = _machine_busy_ticks() - self.start_machine
+        self.server_split = [_ticks(p) - self.start_each.get(p, 0) for p in self.groups.get("server", [])]
+
+    def shares(self) -> str:
+        """How the server's CPU was shared among its processes (uvicorn's parent idles; a keep-alive connection
+        stays with the worker that accepted it, so its workers may get unequal shares of the clients)."""
+        busy = sorted((t for t in self.server_split if t > 0), reverse=True)
+        total = sum(busy) or 1
+        return " / ".join(f"{100 * t / total:.0f}%" for t in busy)
 
     def per_query_ms(self, queries: int) -> dict[str, float]:
         ms = 1000.0 / CLOCK_TICKS / max(queries, 1)
@@ -144,6 +153,7 @@ class Run:
     errors: int
     seconds: float
     cpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    server_shares: str = ""  # a service run: each server process's share of the server's CPU
 
     def cpu_row(self) -> str:
         cells = "".join(f"{self.cpu_ms[c]:>12.1f}" if c in self.cpu_ms else f"{'-':>12}" for c in CPU_COLUMNS)
@@ -378,8 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                     with CpuMeter(settings, server.pid) as meter:
                         run = asyncio.run(concurrent(url, key, strategy, queries, args.k, level, args.seconds))
                     run.cpu_ms = meter.per_query_ms(len(run.latencies_ms))
+                    run.server_shares = meter.shares()
                     runs.append(run)
-                    log(run.row(baselines[strategy]))
+                    log(run.row(baselines[strategy]) + f"  server processes' CPU shares {run.server_shares}")
             metrics = httpx.get(f"{url}/metrics").text
         finally:
             server.terminate()
@@ -401,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"run": run.name, "concurrency": run.concurrency, "queries": len(run.latencies_ms),
                           "qps": round(run.throughput, 2), "p50_ms": round(pct(run.latencies_ms, 50), 2),
                           "p95_ms": round(pct(run.latencies_ms, 95), 2), "p99_ms": round(pct(run.latencies_ms, 99), 2),
-                          "errors": run.errors, "cpu_ms_per_query": {k: round(v, 2) for k, v in run.cpu_ms.items()}}))
+                          "errors": run.errors, "cpu_ms_per_query": {k: round(v, 2) for k, v in run.cpu_ms.items()},
+                          **({"server_cpu_shares": run.server_shares} if run.server_shares else {})}))
     print("\nwhat the cores allow (our processes' CPU per query, other work left out):")
     for line in ceiling_lines(runs, os.cpu_count() or 1):
         print("  " + line)

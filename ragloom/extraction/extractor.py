@@ -13,7 +13,7 @@ from multiprocessing import get_all_start_methods, get_context
 from typing import TYPE_CHECKING, Any
 
 from ragloom.errors import ConfigError
-from ragloom.extraction.blas import one_blas_thread, one_blas_thread_for_process
+from ragloom.extraction.blas import one_blas_thread, worker_blas_thread
 from ragloom.extraction.cues import NO_MAIL, Mail, span_cues
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse, load_nlp
 from ragloom.extraction.resolution import EntityResolver, KnownEntity, Resolution
@@ -379,7 +379,7 @@ _worker_extractor: EntityExtractor | None = None
 def _adopt(extractor: EntityExtractor) -> None:
     global _worker_extractor
     _worker_extractor = extractor
-    one_blas_thread_for_process()
+    worker_blas_thread()
 
 
 def _parse_in_worker(items: list[tuple[str, str]]) -> list[_ChunkParse]:

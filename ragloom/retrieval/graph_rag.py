@@ -281,7 +281,7 @@ def _fallback(request: SearchRequest, lane: Future[list[RetrievedItem]], reason:
         kind = StoreError if isinstance(e, StoreError) else RetrievalError  # a store down is the server's fault
         raise kind(f"graph_rag: every lane failed: vector lane: {e}; graph: {reason}") from e
     request.fallbacks.append(f"graph_rag->hybrid: {reason}")
-    log.info("graph_rag falls back to its vector lane: %s", reason)
+    log.debug("graph_rag falls back to its vector lane: %s", reason)  # normal for a query naming no entity
     return _read_whole(request, items[: request.fetch_k], {item.chunk_id for item in items})
 
 

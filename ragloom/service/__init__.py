@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
+import logging.config
 import os
+import signal
+import socket
+import time
 from typing import Any
 
 from ragloom.settings import Settings, env_name
 
+log = logging.getLogger(__name__)
+CRASH_LOOP_SECONDS = 30.0  # a process that exits this soon after its start is not restarted: the service stops
+
 
 def serve(settings: Settings | None = None, host: str | None = None, port: int | None = None) -> None:
-    """Run the service in the foreground until interrupted. With ``service_processes`` > 1, uvicorn starts that many
-    processes on the one socket, each building its app from the environment (``create_app()``): the GIL holds one
-    process's Python work to one core, and a graph_rag query is mostly Python and numpy between store calls."""
+    """Run the service in the foreground until interrupted. With ``service_processes`` > 1, that many uvicorn
+    processes, each on its own socket (``serve_processes``), each building its app from the environment
+    (``create_app()``): the GIL holds one process's Python work to one core, and a graph_rag query is mostly Python
+    and numpy between store calls."""
     import uvicorn
 
     from ragloom.query import load_profiles  # deferred: as below
@@ -30,6 +39,10 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
         os.environ[env_name("service_host")] = settings.service_host
         os.environ[env_name("service_port")] = str(settings.service_port)
         os.environ[env_name("service_processes")] = str(settings.service_processes)
+        if hasattr(socket, "SO_REUSEPORT"):
+            logging.config.dictConfig(log_config())  # this process's own lines (it supervises) beside uvicorn's
+            serve_processes(settings.service_host, settings.service_port, settings.service_processes)
+            return
         uvicorn.run("ragloom.service.app:create_app", factory=True, workers=settings.service_processes,
                     host=settings.service_host, port=settings.service_port, log_level="info", proxy_headers=False,
                     log_config=log_config())
@@ -46,3 +59,92 @@ def log_config() -> dict[str, Any]:
     config = copy.deepcopy(LOGGING_CONFIG)
     config["loggers"]["ragloom"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     return config
+
+
+def serve_processes(host: str, port: int, processes: int, crash_loop_seconds: float = CRASH_LOOP_SECONDS) -> None:
+    """``processes`` uvicorn processes, each listening on its own socket bound to the one address with
+    SO_REUSEPORT, so the kernel spreads new connections over them. uvicorn's ``workers`` share one socket, and the
+    process a burst of connections woke accepted all of them: 16 keep-alive clients could all stay on one process
+    while the other idled (record ``docs/experiments/2026-11-27-service-reuseport.md``).
+
+    This process supervises: a worker that exits is started again, unless it exits within ``crash_loop_seconds``
+    of its start (a bad setting would only loop), and then the service stops with an error. SIGTERM or SIGINT
+    stops every worker (uvicorn's graceful shutdown), SIGKILL after 30 s."""
+    import multiprocessing
+
+    try:
+        if port:  # without SO_REUSEPORT this bind fails while any process listens there, a ragloom serve included
+            _socket(host, port, reuse_port=False).close()
+        held = _socket(host, port, reuse_port=True)  # bound, never listening: keeps the port (and names it, for 0)
+    except OSError as e:
+        raise SystemExit(f"ragloom serve: cannot listen on {host}:{port}: {e}") from e
+    port = held.getsockname()[1]
+    os.environ[env_name("service_port")] = str(port)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no parent threads or sockets carried over
+    stopping: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def start() -> tuple[Any, float]:
+        worker = context.Process(target=_serve_one, args=(host, port), name="ragloom-serve")
+        worker.start()
+        return worker, time.monotonic()
+
+    workers = [start() for _ in range(processes)]
+    log.info("ragloom service: %d processes on %s:%d, each with its own socket (SO_REUSEPORT)", processes, host, port)
+    failed = None
+    try:
+        while not stopping and failed is None:
+            for i, (worker, started) in enumerate(workers):
+                if worker.is_alive():
+                    continue
+                if time.monotonic() - started < crash_loop_seconds:
+                    failed = f"a service process exited {time.monotonic() - started:.0f} s after its start " \
+                             f"(exit code {worker.exitcode}): see its log above"
+                    break
+                log.warning("service process %d exited (code %s): starting another", worker.pid, worker.exitcode)
+                workers[i] = start()
+            time.sleep(0.2)
+    finally:
+        for worker, _ in workers:
+            if worker.is_alive():
+                worker.terminate()
+        for worker, _ in workers:
+            worker.join(timeout=30)
+            if worker.is_alive():
+                worker.kill()
+                worker.join()
+        held.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if failed:
+        raise SystemExit(f"ragloom serve: {failed}")
+
+
+def _socket(host: str, port: int, reuse_port: bool) -> socket.socket:
+    """A TCP socket bound to the address (SO_REUSEADDR, as uvicorn binds), in SO_REUSEPORT's group or not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(False)
+    return sock
+
+
+def _serve_one(host: str, port: int) -> None:
+    """One service process (spawned by ``serve_processes``): its app from the environment, on its own socket."""
+    import uvicorn
+
+    sock = _socket(host, port, reuse_port=True)
+    config = uvicorn.Config("ragloom.service.app:create_app", factory=True, host=host, port=port, log_level="info",
+                            proxy_headers=False, log_config=log_config())
+    uvicorn.Server(config).run(sockets=[sock])

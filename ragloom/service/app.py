@@ -20,7 +20,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ragloom import dynamic
 from ragloom.api import Ragloom
 from ragloom.errors import RagloomError
-from ragloom.extraction.blas import blas_threads, one_blas_thread_for_process
 from ragloom.service import docs, mcp_server
 from ragloom.service.auth import Gate
 from ragloom.service.errors import public_error
@@ -142,11 +141,8 @@ def create_app(settings: Settings | None = None, rag: Any = None) -> FastAPI:
         logging.getLogger("uvicorn.access").addFilter(ACCESS_LOG_FILTER)  # after uvicorn configured its logging
         # models and stores loaded before the first request, once (lazy loads would race under concurrency)
         await app.state.rag.run_blocking(app.state.rag.warm, "graph_rag")
-        if own:  # the process is the service's: its threads answer queries side by side (ragloom.extraction.blas)
-            one_blas_thread_for_process()
         sweeper = asyncio.create_task(_sweep_forever(app))
-        log.info("ragloom service ready on its scopes (keys file %s; BLAS threads %s)", settings.resolved_keys_file,
-                 ",".join(map(str, blas_threads())) or "none loaded")
+        log.info("ragloom service ready on its scopes (keys file %s)", settings.resolved_keys_file)
         try:
             async with mcp_sessions.run():
                 yield

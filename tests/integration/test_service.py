@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import json
 import os
-import re
 import shutil
 import uuid
 from pathlib import Path
@@ -141,14 +140,6 @@ def _docs(response: httpx.Response) -> set[str]:
 
 
 # query ---------------------------------------------------------------------------------------------------
-
-
-def test_the_served_process_runs_blas_on_one_thread(service):
-    """The service's threads answer queries side by side: a small product on two OpenBLAS threads made the others
-    wait (ragloom.extraction.blas). The ready line reports what OpenBLAS really runs in the served process."""
-    ready = re.search(r"service ready .*BLAS threads ([\d,]+)", service.log.read_text())
-    assert ready, service.log.read_text()[-2000:]
-    assert set(ready.group(1).split(",")) == {"1"}
 
 
 def test_query_returns_cited_items_within_the_callers_scope(service):

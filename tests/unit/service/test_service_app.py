@@ -288,23 +288,22 @@ def test_graph_view_files_are_ready_only_when_every_bundle_is_whole(tmp_path):
     assert not docs.graph_view_ready(settings)
 
 
-def test_serve_with_several_processes_hands_uvicorn_a_factory_and_the_address(monkeypatch):
-    """Processes build their app from the environment: the address bound is put there for them."""
+def test_serve_with_several_processes_starts_them_on_the_address_they_read(monkeypatch):
+    """Processes build their app from the environment: the address bound is put there for them, and the
+    supervisor (``serve_processes``, tested for real in tests/integration/test_service_processes.py) gets it."""
     import dataclasses
+    import logging.config
     import os
-    import sys
-    import types
 
     from ragloom import service
     from ragloom.settings import Settings
 
     calls = []
-    monkeypatch.setitem(sys.modules, "uvicorn", types.SimpleNamespace(run=lambda app, **kw: calls.append((app, kw))))
+    monkeypatch.setattr(service, "serve_processes", lambda *args: calls.append(args))
+    monkeypatch.setattr(logging.config, "dictConfig", lambda config: None)  # the test process keeps its logging
     for name in ("RAGLOOM_SERVICE_HOST", "RAGLOOM_SERVICE_PORT", "RAGLOOM_SERVICE_PROCESSES"):
         monkeypatch.setenv(name, "")  # so the test's end restores each as it was, whatever serve sets
     service.serve(dataclasses.replace(Settings.from_env(), service_processes=3), host="127.0.0.1", port=18999)
-    [(app, options)] = calls
-    assert app == "ragloom.service.app:create_app" and options["factory"] and options["workers"] == 3
-    assert (options["host"], options["port"]) == ("127.0.0.1", 18999)
+    assert calls == [("127.0.0.1", 18999, 3)]
     assert (os.environ["RAGLOOM_SERVICE_HOST"], os.environ["RAGLOOM_SERVICE_PORT"],
             os.environ["RAGLOOM_SERVICE_PROCESSES"]) == ("127.0.0.1", "18999", "3")
