@@ -220,6 +220,9 @@ class Settings:
     weaviate_write_timeout_seconds: float = _setting(30.0,
         "one insert request (up to 512 objects); a request that times out is re-sent (writes are upserts). The "
         "client's own default, 90 s, is how long a write waited on a replica that had just died in a cluster")
+    weaviate_query_timeout_seconds: float = _setting(30.0,
+        "one read (a search, a fetch, a count, a schema read): past it the read fails with a StoreError instead of "
+        "waiting on a server that stopped answering (the client's own default is the same 30 s)")
     # Neo4j
     neo4j_version: str = _setting("5.26.30", "Neo4j community release to provision (5.26 LTS runs on Java 17)")
     neo4j_uri: str = _setting("",
@@ -453,9 +456,9 @@ class Settings:
         if not 0 <= self.weaviate_write_processes <= 32:
             raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_PROCESSES={self.weaviate_write_processes}: choose 1 to 32, "
                               "or 0 (by this machine's cores)")
-        if self.weaviate_write_timeout_seconds <= 0:
-            raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_TIMEOUT_SECONDS={self.weaviate_write_timeout_seconds}: "
-                              "must be > 0")
+        for name in ("weaviate_write_timeout_seconds", "weaviate_query_timeout_seconds"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{env_name(name)}={getattr(self, name)}: must be > 0")
         if self.weaviate_replication_factor < 1 or self.weaviate_nodes < 1 or self.celery_workers < 1:
             raise ConfigError("RAGLOOM_WEAVIATE_REPLICATION_FACTOR, RAGLOOM_WEAVIATE_NODES and "
                               "RAGLOOM_CELERY_WORKERS must be at least 1")

@@ -272,6 +272,34 @@ def test_weaviate_killed_mid_sync_then_rerun_is_exact(vectors, vector_chunks, re
     assert_exact_vectors(final)
 
 
+def test_a_weaviate_that_stops_answering_fails_a_read_after_the_query_timeout(vectors, vector_chunks, report):
+    """A server that accepts connections and never answers (stopped, swapping, wedged) must not hold a query for
+    the client's own 30 s: RAGLOOM_WEAVIATE_QUERY_TIMEOUT_SECONDS bounds each read, the read fails with a
+    StoreError, and the same store answers again once the server does."""
+    settings = dataclasses.replace(vectors, weaviate_query_timeout_seconds=2.0)
+    chunks = vector_chunks[:50]
+    embedder = HashEmbedder()
+    with WeaviateStore.connect(settings) as store:
+        sync_vectors(store, embedder, STRATEGY, chunks, batch_size=BATCH)
+        vector = np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
+        assert store.near_vector(STRATEGY, vector, k=3)[0].chunk_id == chunks[0].chunk_id
+        server = weaviate_stack.process(settings).pid()
+        assert server is not None
+        os.kill(server, signal.SIGSTOP)
+        try:
+            started = time.perf_counter()
+            with pytest.raises(StoreError) as failure:
+                store.near_vector(STRATEGY, vector, k=3)
+            failed_after = time.perf_counter() - started
+        finally:
+            os.kill(server, signal.SIGCONT)
+        assert store.near_vector(STRATEGY, vector, k=3)[0].chunk_id == chunks[0].chunk_id
+    report(fault="weaviate SIGSTOP during a search", faults_injected=1, survived=True,
+           failed_after_s=round(failed_after, 2), error=str(failure.value)[:200])
+    assert "near_vector" in str(failure.value) and "did not answer in time" in str(failure.value), str(failure.value)
+    assert failed_after < 10, f"the read waited {failed_after:.1f}s on a server that did not answer"
+
+
 def test_neo4j_killed_mid_sync_then_rerun_is_exact(graph, graph_chunks, graph_expected, report):
     settings = graph
     ns = settings.graph_namespace

@@ -31,7 +31,8 @@ def open_client(settings: Settings) -> Any:
     import weaviate
     from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 
-    config = AdditionalConfig(timeout=Timeout(insert=settings.weaviate_write_timeout_seconds))
+    config = AdditionalConfig(timeout=Timeout(insert=settings.weaviate_write_timeout_seconds,
+                                              query=settings.weaviate_query_timeout_seconds))
     key = api_key(settings)
     auth = Auth.api_key(key) if key else None
     where = settings.weaviate_url or (f"http://{settings.weaviate_host}:{settings.weaviate_http_port} "

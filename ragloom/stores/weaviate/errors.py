@@ -19,7 +19,8 @@ def is_weaviate_failure(e: BaseException) -> bool:
 @contextmanager
 def store_errors(what: str, explain: Callable[[], str | None] | None = None) -> Iterator[None]:
     """Weaviate failures inside the block re-raised as StoreError("Weaviate <what> failed: ..."); ``explain``,
-    called only on failure, may give a better message (e.g. that the collection does not exist)."""
+    called only on failure, may give a better message (e.g. that the collection does not exist). Not after a
+    timeout or a lost connection: the server is not answering, and asking it again would double the wait."""
     try:
         yield
     except StoreError:
@@ -27,5 +28,27 @@ def store_errors(what: str, explain: Callable[[], str | None] | None = None) -> 
     except Exception as e:
         if not is_weaviate_failure(e):
             raise
+        if not_answering(e):
+            raise StoreError(f"Weaviate {what} failed: the server did not answer in time or could not be "
+                             f"reached: {e}") from e
         reason = explain() if explain is not None else None
         raise StoreError(reason or f"Weaviate {what} failed: {e}") from e
+
+
+def not_answering(e: BaseException) -> bool:
+    """Whether ``e`` (or what it wraps) is a timeout or a lost connection: a gRPC deadline or an unavailable
+    server, an HTTP timeout, or the client's own timeout and connection errors."""
+    import grpc
+    import httpx
+    from weaviate.exceptions import WeaviateConnectionError, WeaviateTimeoutError
+
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, WeaviateTimeoutError | WeaviateConnectionError | httpx.TimeoutException
+                      | httpx.ConnectError | TimeoutError | ConnectionError):
+            return True
+        if isinstance(seen, grpc.RpcError) and hasattr(seen, "code") and seen.code() in (
+                grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
