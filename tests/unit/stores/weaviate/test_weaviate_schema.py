@@ -101,13 +101,39 @@ def test_our_own_bugs_are_not_store_errors(error):
 def test_a_failure_can_be_explained_and_store_errors_pass_through():
     with pytest.raises(StoreError, match="^collection X does not exist$"):
         with store_errors("bm25 on X", explain=lambda: "collection X does not exist"):
-            raise WeaviateConnectionError("down")
+            raise WeaviateQueryError("class X not found", "GRPC")
     with pytest.raises(StoreError, match="Weaviate bm25 on X failed"):
         with store_errors("bm25 on X", explain=lambda: None):
-            raise WeaviateConnectionError("down")
+            raise WeaviateQueryError("class X not found", "GRPC")
     with pytest.raises(StoreError, match="^ours$"):
         with store_errors("bm25 on X", explain=lambda: "not used"):
             raise StoreError("ours")
+
+
+class _Deadline(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def _wrapped_deadline() -> WeaviateQueryError:
+    try:
+        raise _Deadline()
+    except _Deadline as e:
+        wrapped = WeaviateQueryError("Deadline Exceeded.", "GRPC")
+        wrapped.__cause__ = e
+        return wrapped
+
+
+@pytest.mark.parametrize("failure", [WeaviateConnectionError("down"), httpx.ReadTimeout("slow"), _wrapped_deadline()],
+                         ids=["connection", "http timeout", "grpc deadline"])
+def test_a_server_that_does_not_answer_is_not_asked_again_to_explain(failure):
+    """Explaining a failure asks the server (does the collection exist?); a server that timed out or could not be
+    reached would only make the caller wait a second time."""
+    asked = []
+    with pytest.raises(StoreError, match="Weaviate bm25 on X failed: the server did not answer in time"):
+        with store_errors("bm25 on X", explain=lambda: asked.append(1) or "collection X does not exist"):
+            raise failure
+    assert asked == []
 
 
 class _CountingCollection:
