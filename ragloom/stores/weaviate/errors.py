@@ -38,7 +38,6 @@ def store_errors(what: str, explain: Callable[[], str | None] | None = None) -> 
 def not_answering(e: BaseException) -> bool:
     """Whether ``e`` (or what it wraps) is a timeout or a lost connection: a gRPC deadline or an unavailable
     server, an HTTP timeout, or the client's own timeout and connection errors."""
-    import grpc
     import httpx
     from weaviate.exceptions import WeaviateConnectionError, WeaviateTimeoutError
 
@@ -47,8 +46,10 @@ def not_answering(e: BaseException) -> bool:
         if isinstance(seen, WeaviateTimeoutError | WeaviateConnectionError | httpx.TimeoutException
                       | httpx.ConnectError | TimeoutError | ConnectionError):
             return True
-        if isinstance(seen, grpc.RpcError) and hasattr(seen, "code") and seen.code() in (
-                grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+        # a gRPC error (grpc comes with weaviate-client: its status read by name, not imported)
+        grpc_error = any(kind.__module__.split(".")[0] == "grpc" for kind in type(seen).__mro__)
+        code = seen.code() if grpc_error and callable(getattr(seen, "code", None)) else None
+        if getattr(code, "name", None) in ("DEADLINE_EXCEEDED", "UNAVAILABLE"):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
