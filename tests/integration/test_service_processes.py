@@ -55,6 +55,20 @@ def _held_by(pid: int, inodes: set[str]) -> int:
     return count
 
 
+def _listening_twice(port: int, server: subprocess.Popen) -> set[str]:
+    """The port's two listening sockets, once both processes listen: a process logs that it is ready at the end of
+    its app's startup, and uvicorn starts listening just after."""
+    def two() -> set[str] | None:
+        listening = _sockets(port, "0A")
+        return listening if len(listening) == 2 else None
+
+    try:
+        return wait_for(two, 30, "two listening sockets", interval=0.2)
+    except AssertionError:
+        raise AssertionError(f"listening sockets on {port}: {_sockets(port, '0A')}, processes "
+                             f"{_children(server.pid)}") from None
+
+
 def _env(tmp_path: Path) -> dict[str, str]:
     prefix = f"Procs{uuid.uuid4().hex[:8]}"
     return {**os.environ, "RAGLOOM_COLLECTION_PREFIX": prefix, "RAGLOOM_GRAPH_NAMESPACE": prefix.lower(),
@@ -75,9 +89,9 @@ def test_two_processes_share_the_connections_and_stop_together(tmp_path):
 
     try:
         wait_for(both_ready, 180, "both service processes to be ready", interval=0.5)
-        listening = _sockets(port, "0A")  # one listening socket per process, not one shared by both
+        listening = _listening_twice(port, server)  # one listening socket per process, not one shared by both
         workers = [pid for pid in _children(server.pid) if _held_by(pid, listening)]  # (not the resource tracker)
-        assert len(listening) == 2 and len(workers) == 2, (listening, workers)
+        assert len(workers) == 2, (listening, workers)
         assert all(_held_by(pid, listening) == 1 for pid in workers)
         # a burst: every handshake completes in the kernel before a process accepts, as 16 clients opening their
         # keep-alive connections at once do
@@ -147,14 +161,14 @@ def test_a_process_killed_after_its_start_is_replaced_on_its_own_socket(tmp_path
 
     try:
         wait_for(ready(2), 180, "both service processes to be ready", interval=0.5)
-        listening = _sockets(port, "0A")
+        listening = _listening_twice(port, server)
         [victim, survivor] = [pid for pid in _children(server.pid) if _held_by(pid, listening)]
         os.kill(victim, signal.SIGKILL)
         wait_for(ready(3), 180, "a third process to be ready", interval=0.5)
         assert f"service process {victim} exited (code -9): starting another" in log.read_text()
-        listening = _sockets(port, "0A")
+        listening = _listening_twice(port, server)
         workers = [pid for pid in _children(server.pid) if _held_by(pid, listening)]
-        assert len(listening) == 2 and survivor in workers and victim not in workers and len(workers) == 2
+        assert survivor in workers and victim not in workers and len(workers) == 2
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=60) == 0, log.read_text()[-3000:]
     finally:
