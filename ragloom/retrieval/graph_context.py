@@ -192,9 +192,8 @@ def _chain(predecessors: np.ndarray, end: int) -> list[int]:
 def _strongest(graph: RetrievalGraph, costs: dict[str, Any], u: int, v: int, typed_only: bool) -> list[int]:
     """The walked typed relations between two entities, or (``typed_only`` false, none typed) their
     co-occurrence."""
-    pairs = graph.relation_pairs
-    between = np.flatnonzero(costs["walked"] & (((pairs[:, 0] == u) & (pairs[:, 1] == v))
-                                                | ((pairs[:, 0] == v) & (pairs[:, 1] == u))))
+    between = graph.relations_between(u, v)
+    between = between[costs["walked"][between]]
     typed = [int(r) for r in between if costs["typed_walked"][r]]
     return typed or ([] if typed_only else [int(r) for r in between])
 

@@ -110,6 +110,7 @@ class RetrievalGraph:
     entity_ids: list[str] = field(default_factory=list)
     _name_vectors: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
     _chunk_index: dict[str, int] = field(default_factory=dict, repr=False)
+    _pair_index: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)  # relations_between's
     _walks: OrderedDict[Any, Walk] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -135,6 +136,18 @@ class RetrievalGraph:
 
     def chunk_node(self, chunk_id: str) -> int | None:
         return self._chunk_index.get(chunk_id)
+
+    def relations_between(self, u: int, v: int) -> np.ndarray:
+        """The relations between entities ``u`` and ``v``, either direction, ascending: a binary search in the
+        relations sorted by their unordered pair (built on first use, 16 bytes a relation), not a scan of all."""
+        if self._pair_index is None:
+            pairs = self.relation_pairs.astype(np.int64).reshape(-1, 2)
+            keys = pairs.min(axis=1) * self.n_entities + pairs.max(axis=1)
+            order = np.argsort(keys, kind="stable")  # ties keep ascending relation ids
+            self._pair_index = (keys[order], order)
+        keys, order = self._pair_index
+        key = min(u, v) * self.n_entities + max(u, v)
+        return order[np.searchsorted(keys, key, "left"):np.searchsorted(keys, key, "right")]
 
     def entities_of(self, chunk: int) -> np.ndarray:
         row = self.mentions

@@ -194,6 +194,26 @@ def test_the_store_s_row_order_changes_nothing():
     assert [e["type"] for e in ex_a.edges][:2] == ["FUND", "LEAD"]
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.sampled_from(["CO_OCCURS", "LEAD", "BUILD"])),
+                max_size=30))
+def test_relations_between_two_entities_are_those_a_scan_of_every_relation_finds(relations):
+    """The explanation's per-step lookup (a binary search in the relations sorted by pair) returns exactly the
+    relations, either direction, in ascending order, that comparing every relation's ends would."""
+    ids = [f"e{i}" for i in range(6)]
+    rows = {"chunks": [{"chunk_id": "c", "scope_path": "", "entity_ids": ids, "counts": [1] * 6}],
+            "entities": [{"entity_id": e, "name": e, "type": "ORG", "norm": e} for e in ids],
+            "relations": [{"source": ids[a], "target": ids[b], "type": t, "chunk_ids": ["c"], "chunk_weights": [1]}
+                          for a, b, t in relations if a != b]}
+    graph = build_graph(rows)
+    pairs = np.asarray(graph.relation_pairs)
+    for u in range(graph.n_entities):
+        for v in range(graph.n_entities):
+            ends = pairs.reshape(-1, 2)
+            scan = np.flatnonzero(((ends[:, 0] == u) & (ends[:, 1] == v)) | ((ends[:, 0] == v) & (ends[:, 1] == u)))
+            assert graph.relations_between(u, v).tolist() == scan.tolist(), (u, v)
+
+
 def test_explanation_is_capped_and_obeys_the_relation_filter():
     graph = build_graph(_team_rows())
     rafael = graph.entity_ids.index("rafael")
