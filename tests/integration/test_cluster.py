@@ -277,9 +277,10 @@ def test_weaviate_node_killed_mid_sync(profile):
     from ragloom.indexing.vectors import sync_vectors
     from ragloom.stores.weaviate import WeaviateStore
 
-    # a write that waits on the replica killed under it times out after 10 s and is re-sent (an upsert)
+    # a write that waits on the replica killed under it times out after 10 s and is re-sent (an upsert); a read
+    # routed to it fails after 10 s too (the first sync may then fail: the re-run below must complete)
     s = dataclasses.replace(_cluster_settings(profile), collection_prefix=f"Kill{uuid.uuid4().hex[:8]}",
-                            weaviate_write_timeout_seconds=10.0)
+                            weaviate_write_timeout_seconds=10.0, weaviate_query_timeout_seconds=10.0)
     assert s.weaviate_replication_factor == 3
     chunks = _musique_chunks(300)
     expected = len({c.chunk_id for c in chunks})
