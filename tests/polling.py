@@ -19,6 +19,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def tcp_sockets(port: int, state: str = "0A") -> list[tuple[str, str]]:
+    """(local address as /proc writes it, socket inode) of the TCP sockets, IPv4 and IPv6, whose local port is
+    ``port`` and whose state is ``state`` (proc(5): 0A listening, 01 established). Linux only."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                address, hex_port = fields[1].split(":")
+                if fields[3] == state and int(hex_port, 16) == port:
+                    found.append((address, fields[9]))
+    return found
+
+
 def wait_for(predicate, timeout: float, what: str, interval: float = 1.0):
     """``predicate()``'s first truthy value, polled every ``interval`` s; AssertionError after ``timeout`` s."""
     deadline = time.monotonic() + timeout

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from polling import free_port, wait_for
+from polling import free_port, tcp_sockets, wait_for
 
 from ragloom.settings import REPO_ROOT
 
@@ -36,13 +36,8 @@ def _children(pid: int) -> list[int]:
 
 
 def _sockets(port: int, state: str) -> set[str]:
-    """Inodes of the TCP sockets whose local port is ``port``, in ``state`` (proc(5): 01 established, 0A listen)."""
-    inodes = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        parts = line.split()
-        if parts[3] == state and int(parts[1].rsplit(":", 1)[1], 16) == port:
-            inodes.add(f"socket:[{parts[9]}]")
-    return inodes
+    """The sockets (as /proc/<pid>/fd links name them) on ``port`` in ``state`` (0A listen, 01 established)."""
+    return {f"socket:[{inode}]" for _, inode in tcp_sockets(port, state)}
 
 
 def _held_by(pid: int, inodes: set[str]) -> int:

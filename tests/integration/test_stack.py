@@ -6,6 +6,7 @@ import pytest
 import weaviate
 from neo4j import GraphDatabase
 from neo4j.exceptions import AuthError
+from polling import tcp_sockets
 from weaviate.classes.config import Configure, DataType, Property
 
 from ragloom import stack
@@ -72,15 +73,7 @@ def test_neo4j_rejects_the_default_password(settings):
 
 def _listen_addresses(port: int) -> set[str]:
     """Local addresses of LISTEN sockets on ``port``, read from /proc/net/tcp{,6}."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                local, state = line.split()[1], line.split()[3]
-                addr, hex_port = local.split(":")
-                if state == "0A" and int(hex_port, 16) == port:
-                    found.add(addr)
-    return found
+    return {address for address, _ in tcp_sockets(port)}
 
 
 LOOPBACK = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from polling import tcp_sockets
 
 
 def outside_address() -> str:
@@ -28,14 +29,7 @@ def outside_address() -> str:
 
 
 def listening_everywhere(port: int) -> bool:
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                local, state = line.split()[1], line.split()[3]
-                address, hex_port = local.split(":")
-                if state == "0A" and int(hex_port, 16) == port and set(address) == {"0"}:
-                    return True
-    return False
+    return any(set(address) == {"0"} for address, _ in tcp_sockets(port))
 
 
 def grpc_search(settings, host: str, key: str | None) -> str:
