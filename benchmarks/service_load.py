@@ -117,15 +117,15 @@ class CpuMeter:
                 self.groups[name] = [pid]
 
     def __enter__(self) -> CpuMeter:
-        self.start = {name: sum(_ticks(p) for p in pids) for name, pids in self.groups.items()}
-        self.start_each = {p: _ticks(p) for p in self.groups.get("server", [])}
+        self.start = {p: _ticks(p) for pids in self.groups.values() for p in pids}
         self.start_machine = _machine_busy_ticks()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.used = {name: sum(_ticks(p) for p in pids) - self.start[name] for name, pids in self.groups.items()}
+        each = {p: _ticks(p) - self.start[p] for p in self.start}  # per process, read once at each end
+        self.used = {name: sum(each[p] for p in pids) for name, pids in self.groups.items()}
         self.used_machine = _machine_busy_ticks() - self.start_machine
-        self.server_split = [_ticks(p) - self.start_each.get(p, 0) for p in self.groups.get("server", [])]
+        self.server_split = [each[p] for p in self.groups.get("server", [])]
 
     def shares(self) -> str:
         """How the server's CPU was shared among its processes (uvicorn's parent idles; a keep-alive connection
