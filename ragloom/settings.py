@@ -232,6 +232,15 @@ class Settings:
     neo4j_user: str = _setting("neo4j", "Neo4j user")
     neo4j_password: str = _setting("",
         "Neo4j password (secret); else the one the local stack generated (never the default password)")
+    neo4j_connection_timeout_seconds: float = _setting(15.0,
+        "how long the Neo4j driver waits to open a connection, its Bolt handshake included, or for a free one in "
+        "its pool (the driver's own defaults are 30 and 60 s: a stopped server held each retry for 60 s)")
+    neo4j_retry_seconds: float = _setting(30.0,
+        "how long the Neo4j driver retries a transaction that failed on a transient error or a lost connection "
+        "(a cluster's leader switch, a restart) before the read or write fails with a StoreError")
+    neo4j_keep_alive_seconds: int = _setting(5,
+        "the local Neo4j sends a Bolt keep-alive at least this often while it works on a request, and tells drivers "
+        "to drop a connection silent for twice as long; Neo4j's own 60 s made a read wait 120 s on a stopped server")
     neo4j_heap: str = _setting("1g", "the local Neo4j's heap")
     neo4j_pagecache: str = _setting("512m", "the local Neo4j's page cache")
     graph_namespace: str = _setting("ragloom", "isolates one pipeline's graph inside the database")
@@ -456,7 +465,8 @@ class Settings:
         if not 0 <= self.weaviate_write_processes <= 32:
             raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_PROCESSES={self.weaviate_write_processes}: choose 1 to 32, "
                               "or 0 (by this machine's cores)")
-        for name in ("weaviate_write_timeout_seconds", "weaviate_query_timeout_seconds"):
+        for name in ("weaviate_write_timeout_seconds", "weaviate_query_timeout_seconds",
+                     "neo4j_connection_timeout_seconds", "neo4j_retry_seconds", "neo4j_keep_alive_seconds"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{env_name(name)}={getattr(self, name)}: must be > 0")
         if self.weaviate_replication_factor < 1 or self.weaviate_nodes < 1 or self.celery_workers < 1:

@@ -110,6 +110,12 @@ def write_config(settings: Settings) -> Path:
         f"server.memory.pagecache.size={settings.neo4j_pagecache}",
         "dbms.security.auth_enabled=true",
         "dbms.usage_report.enabled=false",
+        # A keep-alive (NOOP) at least every N s while a request runs, so a connection silent for 2 N s is dead
+        # and the driver drops it (the connection.recv_timeout_seconds hint it reads at HELLO): a stopped or
+        # wedged server fails a read instead of holding it (docs/design/ingestion.md, failure handling).
+        f"server.bolt.connection_keep_alive={settings.neo4j_keep_alive_seconds}s",
+        "server.bolt.connection_keep_alive_probes=2",
+        "server.bolt.connection_keep_alive_for_requests=ALL",
         f"server.directories.data={h / 'data'}",
         f"server.directories.logs={h / 'logs'}",
         f"server.directories.run={h / 'run'}",

@@ -97,7 +97,10 @@ class Neo4jStore(Closing):
             raise ConfigError("RAGLOOM_NEO4J_PASSWORD is unset and the local stack has not generated one: "
                               "run `ragloom stack up` or set RAGLOOM_NEO4J_PASSWORD")
         try:
-            driver = GraphDatabase.driver(uri, auth=(settings.neo4j_user, settings.neo4j_password))
+            driver = GraphDatabase.driver(uri, auth=(settings.neo4j_user, settings.neo4j_password),
+                                          connection_timeout=settings.neo4j_connection_timeout_seconds,
+                                          connection_acquisition_timeout=settings.neo4j_connection_timeout_seconds,
+                                          max_transaction_retry_time=settings.neo4j_retry_seconds)
         except (DriverError, ValueError) as e:
             raise StoreError(f"neo4j: invalid URI {uri!r}: {e}") from e
         try:
@@ -120,7 +123,7 @@ class Neo4jStore(Closing):
     def _run(self, query: cypher.Query, write: bool = False) -> list[dict[str, Any]]:
         """One statement in a managed transaction (retried by the driver on transient errors)."""
         from neo4j import NotificationMinimumSeverity
-        from neo4j.exceptions import DriverError, Neo4jError
+        from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
         text, params = query
 
@@ -137,7 +140,12 @@ class Neo4jStore(Closing):
                                      notifications_min_severity=NotificationMinimumSeverity.OFF) as session:
                 return session.execute_write(work) if write else session.execute_read(work)
         except (Neo4jError, DriverError) as e:
-            raise StoreError(f"neo4j ({'write' if write else 'read'} in namespace {self.namespace!r}): {e}") from e
+            what = f"neo4j ({'write' if write else 'read'} in namespace {self.namespace!r})"
+            if isinstance(e, ServiceUnavailable | SessionExpired):  # after the driver's retries
+                raise StoreError(f"{what}: the server did not answer in time or could not be reached ({e}); "
+                                 "RAGLOOM_NEO4J_RETRY_SECONDS and RAGLOOM_NEO4J_CONNECTION_TIMEOUT_SECONDS bound "
+                                 "the wait") from e
+            raise StoreError(f"{what}: {e}") from e
 
     def _write_rows(self, builder: Any, rows: list[Any]) -> int:
         for batch in cypher.batched(rows, self.batch_size):

@@ -59,6 +59,7 @@ def private_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings
         neo4j_uri="", neo4j_bolt_port=base + 6, neo4j_http_port=base + 7, weaviate_api_key="",
         neo4j_password=f"rl {secrets.token_urlsafe(18)} \"q\\ #@",
         neo4j_heap="512m", neo4j_pagecache="64m", collection_prefix="Reliability", graph_namespace="reliability",
+        neo4j_keep_alive_seconds=1,  # a connection silent for 2 s is dropped: every write here runs under it
     )
     up = stack.up(private)
     try:

@@ -148,12 +148,10 @@ def half_written_marked_done(state: dict, expected: dict) -> int:
 
 
 def fast_failing_store(settings: Settings, ns: str, cls: type[Neo4jStore] = Neo4jStore, **kwargs) -> Neo4jStore:
-    """A store whose driver gives up retrying a dead server after 2 s instead of the default 30 s (test speed)."""
-    from neo4j import GraphDatabase
-
-    driver = GraphDatabase.driver(settings.resolved_neo4j_uri, auth=(settings.neo4j_user, settings.neo4j_password),
-                                  max_transaction_retry_time=2.0)
-    return cls(driver, ns, owns_driver=True, **kwargs)
+    """A store whose driver gives up on a dead server after 2 s of retries and 2 s to connect, instead of the
+    defaults' 30 and 15 s (test speed)."""
+    fast = dataclasses.replace(settings, neo4j_retry_seconds=2.0, neo4j_connection_timeout_seconds=2.0)
+    return cls.connect(fast, ns, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -298,6 +296,46 @@ def test_a_weaviate_that_stops_answering_fails_a_read_after_the_query_timeout(ve
            failed_after_s=round(failed_after, 2), error=str(failure.value)[:200])
     assert "near_vector" in str(failure.value) and "did not answer in time" in str(failure.value), str(failure.value)
     assert failed_after < 10, f"the read waited {failed_after:.1f}s on a server that did not answer"
+
+
+def test_a_neo4j_that_stops_answering_fails_a_read_and_a_long_query_still_completes(graph, report):
+    """The private Neo4j sends a keep-alive every RAGLOOM_NEO4J_KEEP_ALIVE_SECONDS (1 s here) while it works and
+    tells the driver to drop a connection silent for 2 s. So a query that runs longer than that completes (the
+    keep-alives keep it alive), and a read on a stopped server fails with a StoreError in bounded time instead
+    of holding the caller (Neo4j's own 60 s keep-alive made it wait 120 s, then 60 s more per retry's
+    handshake). The same store answers again once the server does."""
+    settings = graph
+    assert settings.neo4j_keep_alive_seconds == 1
+    store = fast_failing_store(settings, settings.graph_namespace)
+    try:
+        silent_limit = 2 * settings.neo4j_keep_alive_seconds
+        count = "UNWIND range(1, $n) AS x WITH x WHERE x % 7919 = -1 RETURN count(*) AS c"  # no row, all work
+        n, took = 5_000_000, 0.0
+        while took <= silent_limit + 1:  # longer each time until the server works past the silence limit
+            n *= 4
+            assert n <= 5_000_000 * 4 ** 6, f"no query ran past {silent_limit + 1}s (last {took:.1f}s)"
+            started = time.perf_counter()
+            assert store._run((count, {"n": n}))[0]["c"] == 0
+            took = time.perf_counter() - started
+
+        server = neo4j_stack.process(settings).pid()
+        assert server is not None
+        os.kill(server, signal.SIGSTOP)
+        try:
+            started = time.perf_counter()
+            with pytest.raises(StoreError) as failure:
+                store.chunk_ids(STRATEGY)
+            failed_after = time.perf_counter() - started
+        finally:
+            os.kill(server, signal.SIGCONT)
+        assert store.chunk_ids(STRATEGY) == set()
+    finally:
+        store.close()
+    report(fault="neo4j SIGSTOP during a read", faults_injected=1, survived=True, long_query_s=round(took, 2),
+           failed_after_s=round(failed_after, 2), error=str(failure.value)[:200])
+    assert "did not answer in time" in str(failure.value), str(failure.value)
+    # the silence limit, then each retry's handshake bounded by the connection timeout, within the 2 s of retries
+    assert failed_after < 15, f"the read waited {failed_after:.1f}s on a server that did not answer"
 
 
 def test_neo4j_killed_mid_sync_then_rerun_is_exact(graph, graph_chunks, graph_expected, report):
