@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ragloom.errors import RagloomError
 from ragloom.retrieval import ppr
 
 COOCCURS = "CO_OCCURS"
@@ -372,8 +373,13 @@ class GraphCache:
     """The current snapshot per chunking strategy of one graph store. The store's graph version is read at most
     once every ``version_seconds`` (0: on every use), and at once after this process stamped a new version
     itself (a sync here pushes it: ``store.local_writes()``); a changed version rebuilds the snapshot (loads
-    are serialised; readers keep the old one until the new one is ready). The result cache keys graph
-    results with the same :meth:`version`, so the two never disagree."""
+    are serialised). The result cache keys graph results with the same :meth:`version`, so the two never
+    disagree.
+
+    One thread at a time reads a version; while it does, the others answer from the version they hold. A read
+    that fails (the store stopped answering: it fails after the driver's timeouts) keeps the held version for
+    ``version_seconds`` more and is reported by :meth:`unanswered`, so an outage holds one query at a time
+    instead of every query, and graph queries go on from the snapshot they have."""
 
     def __init__(self, store: Any, version_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
@@ -381,21 +387,52 @@ class GraphCache:
         self._clock = clock
         self._graphs: dict[str, RetrievalGraph] = {}
         self._versions: dict[str, tuple[float, Any, Any]] = {}  # strategy -> (read at, local writes then, version)
+        self._unanswered: dict[str, str] = {}  # strategy -> why its last version read failed
         self._lock = threading.Lock()
+        self._reading = threading.Lock()
 
     def _local_writes(self) -> Any:
         local_writes = getattr(self.store, "local_writes", None)
         return local_writes() if local_writes is not None else None
 
+    def _fresh(self, strategy: str, now: float, writes: Any) -> tuple[float, Any, Any] | None:
+        held = self._versions.get(strategy)
+        if held is not None and held[1] == writes and now - held[0] < self.version_seconds:
+            return held
+        return None
+
     def version(self, strategy: str) -> Any:
         """The graph version of ``strategy``: the last one read while it is fresh, else read from the store."""
         now, writes = self._clock(), self._local_writes()
+        fresh = self._fresh(strategy, now, writes)
+        if fresh is not None:
+            return fresh[2]
         held = self._versions.get(strategy)
-        if held is not None and held[1] == writes and now - held[0] < self.version_seconds:
-            return held[2]
-        version = self.store.graph_version(strategy)
-        self._versions[strategy] = (now, writes, version)
-        return version
+        if held is not None and not self._reading.acquire(blocking=False):
+            return held[2]  # another thread is reading it
+        if held is None:
+            self._reading.acquire()
+        try:
+            fresh = self._fresh(strategy, now, writes)  # read by the thread this one waited for
+            if fresh is not None:
+                return fresh[2]
+            try:
+                version = self.store.graph_version(strategy)
+            except RagloomError as e:
+                if held is None:
+                    raise
+                self._unanswered[strategy] = str(e)
+                self._versions[strategy] = (self._clock(), writes, held[2])  # asked again after version_seconds
+                return held[2]
+            self._unanswered.pop(strategy, None)
+            self._versions[strategy] = (now, writes, version)
+            return version
+        finally:
+            self._reading.release()
+
+    def unanswered(self, strategy: str) -> str:
+        """Why the last version read of ``strategy`` failed, while its held version answers instead ('' if none)."""
+        return self._unanswered.get(strategy, "")
 
     def invalidate(self) -> None:
         """Read every version from the store at the next use (a change this process did not stamp itself)."""

@@ -118,7 +118,7 @@ class GraphRagRetriever(Retriever):
             return _fallback(request, lane, why)
         try:
             with request.stage("graph_load"):
-                graph = graph_snapshot(self.context, store, self.chunking)
+                graph = graph_snapshot(self.context, store, self.chunking, request)
                 weights = EdgeWeights(svo=options["svo_weight"], cooccurrence=options["cooccurrence_weight"],
                                       synonym=options["synonym_weight"],
                                       synonym_min_score=options["synonym_min_score"],
@@ -268,9 +268,16 @@ def graph_snapshot_cache(context: Any, store: Any) -> GraphCache:
     return snapshot_cache(context, store)
 
 
-def graph_snapshot(context: Any, store: Any, chunking: str) -> RetrievalGraph:
-    """The current in-process graph of ``chunking`` for this context's graph store (reloaded on a new version)."""
-    return graph_snapshot_cache(context, store).get(chunking)
+def graph_snapshot(context: Any, store: Any, chunking: str, request: SearchRequest | None = None) -> RetrievalGraph:
+    """The current in-process graph of ``chunking`` for this context's graph store (reloaded on a new version).
+    When the store did not answer the version read, the graph held answers, and ``request``'s fallbacks say so."""
+    cache = graph_snapshot_cache(context, store)
+    graph = cache.get(chunking)
+    unanswered = cache.unanswered(chunking)
+    if unanswered and request is not None:
+        request.fallbacks.append(f"graph: the graph store did not answer ({unanswered}); the graph it last gave "
+                                 f"answers (version {graph.version})")
+    return graph
 
 
 def _fallback(request: SearchRequest, lane: Future[list[RetrievedItem]], reason: str) -> list[RetrievedItem]:

@@ -68,7 +68,7 @@ class MultiHopRetriever(Retriever):
             return self._follow_ups(request, options, lane, ranked, weights, ranked["round 1"])[: request.fetch_k]
         store, why = self.context.graph()
         try:
-            graph = graph_snapshot(self.context, store, self.chunking) if store is not None else None
+            graph = graph_snapshot(self.context, store, self.chunking, request) if store is not None else None
         except RagloomError as e:
             graph, why = None, f"graph store failed: {e}"
         if graph is None:

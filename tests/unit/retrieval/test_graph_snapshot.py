@@ -3,8 +3,12 @@ entity matching against the snapshot's names."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import pytest
+
+from ragloom.errors import StoreError
 from ragloom.retrieval.graph_index import GraphCache, snapshot_cache
 
 ROWS = {
@@ -84,6 +88,68 @@ def test_zero_seconds_reads_every_time_and_invalidate_forgets():
     throttled.invalidate()
     throttled.version("recursive")
     assert store.version_reads == 5
+
+
+class SilentGraph(VersionedGraph):
+    """A store whose version reads fail while ``down`` (after the driver's timeouts, in the real store), and can
+    hold a read until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.release.set()
+
+    def graph_version(self, strategy: str) -> str:
+        self.entered.set()
+        self.release.wait(10)
+        if self.down:
+            self.version_reads += 1
+            raise StoreError("neo4j (read in namespace 'x'): the server did not answer in time")
+        return super().graph_version(strategy)
+
+
+def test_a_failed_version_read_keeps_the_held_graph_and_says_why():
+    store, clock = SilentGraph(), Clock()
+    cache = GraphCache(store, version_seconds=2.0, clock=clock)
+    first = cache.get("recursive")
+    assert cache.unanswered("recursive") == ""
+    store.down = True
+    clock.now += 2.1
+    assert cache.get("recursive") is first
+    assert "did not answer" in cache.unanswered("recursive")
+    for _ in range(5):  # not asked again within the interval: one query per interval waits on the outage
+        assert cache.get("recursive") is first
+    assert store.version_reads == 2
+    store.down, store.current = False, "v2"
+    clock.now += 2.1
+    assert cache.get("recursive").version == "v2"
+    assert cache.unanswered("recursive") == ""
+
+
+def test_with_nothing_held_a_failed_version_read_raises():
+    store = SilentGraph()
+    store.down = True
+    with pytest.raises(StoreError):
+        GraphCache(store, version_seconds=2.0, clock=Clock()).get("recursive")
+
+
+def test_while_one_thread_reads_the_version_the_others_answer_from_the_held_one():
+    store, clock = SilentGraph(), Clock()
+    cache = GraphCache(store, version_seconds=0.0, clock=clock)
+    first = cache.get("recursive")
+    store.entered.clear()
+    store.release.clear()  # the next read hangs until released
+    reader = threading.Thread(target=cache.get, args=("recursive",))
+    reader.start()
+    assert store.entered.wait(5)
+    try:
+        for _ in range(3):  # version_seconds 0 reads on every use, but not while a read is in flight
+            assert cache.get("recursive") is first
+    finally:
+        store.release.set()
+        reader.join(5)
+    assert store.version_reads == 2
 
 
 def test_one_cache_per_store_in_a_context_with_the_contexts_interval():
