@@ -11,6 +11,7 @@ some scopes walks only the edges its readable chunks support (``walk_matrix``).
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import threading
 import time
@@ -24,6 +25,8 @@ import scipy.sparse as sp
 
 from ragloom.errors import RagloomError
 from ragloom.retrieval import ppr
+
+log = logging.getLogger(__name__)
 
 COOCCURS = "CO_OCCURS"
 SYNONYM = "SYNONYM"
@@ -422,6 +425,8 @@ class GraphCache:
                 if held is None:
                     raise
                 self._unanswered[strategy] = str(e)
+                log.warning("graph version read failed; the held graph of %r answers for %.1f s more: %s",
+                            strategy, self.version_seconds, e)
                 self._versions[strategy] = (self._clock(), writes, held[2])  # asked again after version_seconds
                 return held[2]
             self._unanswered.pop(strategy, None)

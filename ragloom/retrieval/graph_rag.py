@@ -275,8 +275,9 @@ def graph_snapshot(context: Any, store: Any, chunking: str, request: SearchReque
     graph = cache.get(chunking)
     unanswered = cache.unanswered(chunking)
     if unanswered and request is not None:
-        request.fallbacks.append(f"graph: the graph store did not answer ({unanswered}); the graph it last gave "
-                                 f"answers (version {graph.version})")
+        # the store's own words are logged (GraphCache), not returned: they name hosts and namespaces
+        request.fallbacks.append(f"graph: the graph store did not answer; the graph it last gave answers "
+                                 f"(version {graph.version})")
     return graph
 
 

@@ -398,6 +398,7 @@ def test_graph_rag_goes_on_from_the_held_graph_while_neo4j_stops_answering(vecto
         assert took < 1.0, f"a query waited {took:.1f}s on the stopped store"
         assert "graph" in result.metadata.details  # the walk ran on the held graph
     assert any("graph store did not answer" in f for f in after[1].metadata.fallbacks), after[1].metadata.fallbacks
+    assert settings.graph_namespace not in " ".join(noted.metadata.fallbacks)  # the store's words stay in the log
     assert not any("did not answer" in f for f in recovered.metadata.fallbacks), recovered.metadata.fallbacks
 
 
