@@ -97,7 +97,9 @@ class RetrievalContext:
         self.make_expansion = make_expansion
         # how long graph strategies trust the last graph version read (0: read it on every query)
         self.graph_version_seconds = graph_version_seconds
-        self.hide_schema = hide_schema  # filters on unknown / mistyped fields match nothing (see filters.bind)
+        # the service's mode: filters on unknown / mistyped fields match nothing (see filters.bind), and results
+        # carry no store's or model's own words (error_text)
+        self.hide_schema = hide_schema
         self._values = {"embedder": embedder, "graph": graph, "nlp": nlp, "reranker": reranker, "llm": None,
                         "router": None}
         self._loaders = {"embedder": load_embedder, "graph": load_graph, "nlp": load_nlp,
@@ -130,15 +132,24 @@ class RetrievalContext:
     def nlp(self) -> Any:
         return self._get("nlp")
 
+    def error_text(self, error: object) -> str:
+        """``error``'s own words, for a result's fallbacks. In the service (``hide_schema``), which returns results
+        to its callers, they are logged instead: a store's or a model's text can name hosts, collections and
+        namespaces, which the service keeps to its log (ragloom.service.errors)."""
+        if not self.hide_schema:
+            return str(error)
+        log.warning("a query took a fallback: %s", error)
+        return "details in the service log"
+
     def _optional(self, name: str, unavailable: str, unconfigured: str) -> tuple[Any, str]:
         """(the ``name`` value or None, why not): one that cannot be loaded is a reason, not a crash (tried once)."""
         try:
             value = self._get(name)
         except RagloomError as e:
-            return None, f"{unavailable}: {e}"
+            return None, f"{unavailable}: {self.error_text(e)}"
         if value is None:
             error = self._errors.get(name)
-            return None, f"{unavailable}: {error}" if error else unconfigured
+            return None, f"{unavailable}: {self.error_text(error)}" if error else unconfigured
         return value, ""
 
     def graph(self) -> tuple[GraphStore | None, str]:

@@ -54,7 +54,9 @@ class GeneratedQueryRetriever(Retriever):
             return
         out = request.info.get("transforms", {}).get(name, {})
         if not out.get("queries"):
-            request.fallbacks.append(f"{self.name}->{base}: {out.get('error') or 'no query generated'}")
+            error = out.get("error")
+            request.fallbacks.append(f"{self.name}->{base}: "
+                                     f"{request.context.error_text(error) if error else 'no query generated'}")
 
 
 @register_retrieval_strategy("multi_query")

@@ -107,7 +107,8 @@ class GraphRagRetriever(Retriever):
         try:
             request.vector()  # embed once, before the lanes split
         except RagloomError as e:  # the embedder failing: BM25 seeds the passages instead
-            request.fallbacks.append(f"graph_rag: lane {lane_name} failed, bm25 seeds the walk: {e}")
+            request.fallbacks.append(f"graph_rag: lane {lane_name} failed, bm25 seeds the walk: "
+                                     f"{request.context.error_text(e)}")
             lane_name = "bm25"
         # The lane waits on Weaviate while spaCy and the graph work here: run it alongside.
         lane = _lane_pool().submit(lanes.run, lane_name, request, self.chunking,
@@ -125,7 +126,7 @@ class GraphRagRetriever(Retriever):
                                       relations=tuple(options["relations"]))
                 walk = graph.walk_matrix(request.scope.visible_paths(), weights)
         except RagloomError as e:  # Neo4j failing mid-query: answer from the vectors, and say so
-            return _fallback(request, lane, f"graph store failed: {e}")
+            return _fallback(request, lane, f"graph store failed: {request.context.error_text(e)}")
         named = self._named_entities(request, store, graph, walk, options["name_similarity"]) \
             if options["query_entities"] else []
         if options["require_named"] and not named:
@@ -135,7 +136,8 @@ class GraphRagRetriever(Retriever):
         except RagloomError as e:  # the walk answers alone, from the entities the query names
             if not named:  # nothing to walk from either: _fallback reports both failures
                 return _fallback(request, lane, "the query names no entity of the graph")
-            request.fallbacks.append(f"graph_rag: lane {lane_name} failed, the walk answers alone: {e}")
+            request.fallbacks.append(f"graph_rag: lane {lane_name} failed, the walk answers alone: "
+                                     f"{request.context.error_text(e)}")
             candidates = []
         with request.stage("graph_seeds"):
             nodes = [graph.chunk_node(item.chunk_id) for item in candidates]
@@ -249,7 +251,8 @@ def _query_nlp(context: Any, request: SearchRequest) -> Any:
     try:
         return context.nlp
     except RagloomError as e:
-        request.fallbacks.append(f"entity names: spaCy unavailable ({e}); word n-grams only")
+        request.fallbacks.append(f"entity names: spaCy unavailable ({request.context.error_text(e)}); "
+                                 "word n-grams only")
         return None
 
 

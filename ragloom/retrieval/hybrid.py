@@ -51,7 +51,8 @@ class HybridRetriever(Retriever):
                 return lanes.hybrid(request, self.chunking, request.fetch_k, alpha=options["alpha"],
                                     fusion_type=options["fusion_type"])
             except RagloomError as e:
-                request.fallbacks.append(f"hybrid->client fusion of dense, bm25: native hybrid failed: {e}")
+                request.fallbacks.append("hybrid->client fusion of dense, bm25: native hybrid failed: "
+                                         f"{request.context.error_text(e)}")
                 options = {**options, "lanes": ("dense", "bm25")}
         return fuse_lanes(request, self.chunking, options["lanes"], request.fetch_k, options)
 
@@ -78,7 +79,8 @@ def fuse_lanes(request: SearchRequest, collection: str, lane_names: tuple[str, .
         kind = StoreError if all(isinstance(e, StoreError) for e in errors) else RetrievalError
         raise kind("hybrid: every lane failed: " + "; ".join(f"{n}: {why}" for n, why in failed.items()))
     for name, why in failed.items():
-        request.fallbacks.append(f"hybrid: lane {name} failed, fused {', '.join(ranked)}: {why}")
+        request.fallbacks.append(f"hybrid: lane {name} failed, fused {', '.join(ranked)}: "
+                                 f"{request.context.error_text(why)}")
     weights = {lane: w for lane, w in weights.items() if lane in ranked} if weights else weights
     with request.stage("fusion"):
         return fusion.fuse(ranked, options["fusion"], k=k, rrf_k=options["rrf_k"], weights=weights,

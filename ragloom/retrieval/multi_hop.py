@@ -119,7 +119,7 @@ class MultiHopRetriever(Retriever):
             with request.stage("follow_up"):
                 out = FollowUp(llm, passages=options["follow_up_chunks"]).run(request.query, fused)
             if out.error is not None and not out.error.startswith("produced no usable"):
-                request.fallbacks.append(f"multi_hop follow-up {hop}: {out.error}")
+                request.fallbacks.append(f"multi_hop follow-up {hop}: {request.context.error_text(out.error)}")
                 info["follow_up_stop"] = f"hop {hop}: the model failed"
                 break
             query = out.queries[0] if out.queries else ""

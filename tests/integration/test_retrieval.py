@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -442,6 +443,27 @@ def test_graph_rag_whose_graph_load_fails_answers_from_its_vector_lane(musique_c
     assert walked.metadata.fallbacks == [] and "graph" in walked.metadata.details  # the same query walks
     hybrid = musique_corpus.rag.query(question, strategy="hybrid", k=3, abstain=False)
     assert doc_ids(result)[0] == doc_ids(hybrid)[0]
+
+
+def test_in_the_services_mode_a_fallback_keeps_the_stores_words_to_the_log(musique_corpus, models, caplog):
+    """The service returns results to tenants: a fallback there says what failed, and the store's own text (it
+    names the database, the namespace, the host) goes to the log only (security model)."""
+    embedder, nlp = models
+    failing = Neo4jStore(musique_corpus.graph.driver, musique_corpus.graph.namespace, database="ragloomnosuchdb")
+    unreachable = dataclasses.replace(musique_corpus.settings, neo4j_uri="bolt://127.0.0.1:1")
+    question = "Who scored the first goal of last season for Peter Bonetti's team?"
+    with caplog.at_level(logging.WARNING, logger="ragloom"):
+        with Ragloom(musique_corpus.settings, vectors=musique_corpus.vectors, graph=failing, embedder=embedder,
+                     nlp=nlp, hide_schema=True) as rag:
+            failed = rag.query(question, strategy="graph_rag", k=3, abstain=False)
+        with Ragloom(unreachable, vectors=musique_corpus.vectors, embedder=embedder, nlp=nlp,
+                     hide_schema=True) as rag:
+            down = rag.query(question, strategy="graph_rag", k=3, abstain=False)
+    assert failed.metadata.fallbacks == ["graph_rag->hybrid: graph store failed: details in the service log"]
+    assert down.metadata.fallbacks == ["graph_rag->hybrid: graph store unavailable: details in the service log"]
+    assert failed.items and down.items
+    logged = caplog.text
+    assert "ragloomnosuchdb" in logged and "127.0.0.1:1" in logged, logged
 
 
 class _BrokenEmbedder:
