@@ -89,7 +89,8 @@ class Expansion:
                      if name in {t.name for t in self._of("expand") + self._of("feedback")}
                      for i, q in enumerate(out.queries, start=1)]
         lists = self._search_all(retriever, request, options, generated) if generated else {}
-        request.info["transforms"] = {name: out.to_dict() for name, out in self.outputs.items()}
+        request.info["transforms"] = {name: {**out.to_dict(), "error": request.context.error_text(out.error)}
+                                      if out.error else out.to_dict() for name, out in self.outputs.items()}
         request.info["generated_queries"] = [{"list": label, "query": q} for label, q in generated]
         if self.rewritten_query != self.original_query:
             request.info["original_query"] = self.original_query
@@ -113,7 +114,7 @@ class Expansion:
             try:
                 items = retriever.get_search_results(sub, **options)
             except RagloomError as e:
-                return label, f"{type(e).__name__}: {e}"
+                return label, f"{type(e).__name__}: {request.context.error_text(e)}"
             for item in items:  # the first pass's lane scores (e.g. its dense cosine) stay unambiguous
                 item.lane_scores = {f"{label}:{lane}": s for lane, s in item.lane_scores.items()}
             return label, items

@@ -134,7 +134,7 @@ class AdaptiveRetriever(Retriever):
         try:
             items = inner.get_search_results(sub, **own)
         except RagloomError as e:
-            return [], str(e)
+            return [], request.context.error_text(e)
         finally:
             for lane in sub.lanes_run:
                 request.lane(lane)

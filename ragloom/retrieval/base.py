@@ -139,7 +139,8 @@ class RetrievalContext:
         if not self.hide_schema:
             return str(error)
         log.warning("a query took a fallback: %s", error)
-        return "details in the service log"
+        kind = f"{type(error).__name__}; " if isinstance(error, BaseException) else ""
+        return f"{kind}details in the service log"
 
     def _optional(self, name: str, unavailable: str, unconfigured: str) -> tuple[Any, str]:
         """(the ``name`` value or None, why not): one that cannot be loaded is a reason, not a crash (tried once)."""

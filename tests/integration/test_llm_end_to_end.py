@@ -180,6 +180,11 @@ def test_server_down_is_a_clean_error_and_caches_nothing(corpus: Indexed, tmp_pa
         # the transforms degrade instead: the query still answers, the failure is in the metadata
         result = rag.query(corpus.questions[0], k=3, transforms=["multi_query"])
     assert result.items and "LLMUnavailableError" in result.metadata.details["transforms"]["multi_query"]["error"]
+    with Ragloom(dataclasses.replace(corpus.settings, data_dir=tmp_path), vectors=corpus.vectors,
+                 embedder=corpus.embedder, llm=down, hide_schema=True) as service_mode:  # as the service runs it
+        hidden = service_mode.query(corpus.questions[0], k=3, transforms=["multi_query"])
+    assert hidden.items and hidden.metadata.details["transforms"]["multi_query"]["error"] == \
+        "details in the service log"  # the model server's address stays in the log
 
 
 def test_timeouts_are_bounded(corpus: Indexed, tmp_path: Path, llm_settings: Settings) -> None:
