@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +157,27 @@ def fast_failing_store(settings: Settings, ns: str, cls: type[Neo4jStore] = Neo4
     return cls.connect(fast, ns, **kwargs)
 
 
+@contextmanager
+def stopped(server: Any) -> Iterator[None]:
+    """The server's process stopped (SIGSTOP: it keeps its connections and answers nothing, like a wedged or
+    swapping server) for the block, and resumed after it."""
+    pid = server.pid()
+    assert pid is not None, "the server is not running"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def failing_read(read: Callable[[], object]) -> tuple[float, StoreError]:
+    """(seconds until ``read`` raised, the StoreError it raised)."""
+    started = time.perf_counter()
+    with pytest.raises(StoreError) as failure:
+        read()
+    return time.perf_counter() - started, failure.value
+
+
 @pytest.fixture(scope="module")
 def vector_chunks() -> list[Chunk]:
     return make_chunks(abstracts(N_VECTORS))
@@ -282,20 +305,12 @@ def test_a_weaviate_that_stops_answering_fails_a_read_after_the_query_timeout(ve
         sync_vectors(store, embedder, STRATEGY, chunks, batch_size=BATCH)
         vector = np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
         assert store.near_vector(STRATEGY, vector, k=3)[0].chunk_id == chunks[0].chunk_id
-        server = weaviate_stack.process(settings).pid()
-        assert server is not None
-        os.kill(server, signal.SIGSTOP)
-        try:
-            started = time.perf_counter()
-            with pytest.raises(StoreError) as failure:
-                store.near_vector(STRATEGY, vector, k=3)
-            failed_after = time.perf_counter() - started
-        finally:
-            os.kill(server, signal.SIGCONT)
+        with stopped(weaviate_stack.process(settings)):
+            failed_after, error = failing_read(lambda: store.near_vector(STRATEGY, vector, k=3))
         assert store.near_vector(STRATEGY, vector, k=3)[0].chunk_id == chunks[0].chunk_id
     report(fault="weaviate SIGSTOP during a search", faults_injected=1, survived=True,
-           failed_after_s=round(failed_after, 2), error=str(failure.value)[:200])
-    assert "near_vector" in str(failure.value) and "did not answer in time" in str(failure.value), str(failure.value)
+           failed_after_s=round(failed_after, 2), error=str(error)[:200])
+    assert "near_vector" in str(error) and "did not answer in time" in str(error), str(error)
     assert failed_after < 10, f"the read waited {failed_after:.1f}s on a server that did not answer"
 
 
@@ -326,22 +341,14 @@ def test_a_neo4j_that_stops_answering_fails_a_read_and_a_long_query_still_comple
             n *= 2
         assert took > silent_limit + 0.5, f"the long query took {took:.1f}s: not past the {silent_limit}s limit"
 
-        server = neo4j_stack.process(settings).pid()
-        assert server is not None
-        os.kill(server, signal.SIGSTOP)
-        try:
-            started = time.perf_counter()
-            with pytest.raises(StoreError) as failure:
-                store.chunk_ids(STRATEGY)
-            failed_after = time.perf_counter() - started
-        finally:
-            os.kill(server, signal.SIGCONT)
+        with stopped(neo4j_stack.process(settings)):
+            failed_after, error = failing_read(lambda: store.chunk_ids(STRATEGY))
         assert store.chunk_ids(STRATEGY) == set()
     finally:
         store.close()
     report(fault="neo4j SIGSTOP during a read", faults_injected=1, survived=True, long_query_s=round(took, 2),
-           failed_after_s=round(failed_after, 2), error=str(failure.value)[:200])
-    assert "did not answer in time" in str(failure.value), str(failure.value)
+           failed_after_s=round(failed_after, 2), error=str(error)[:200])
+    assert "did not answer in time" in str(error), str(error)
     # the silence limit, then each retry's handshake bounded by the connection timeout, within the 2 s of retries
     assert failed_after < 15, f"the read waited {failed_after:.1f}s on a server that did not answer"
 
@@ -371,10 +378,7 @@ def test_graph_rag_goes_on_from_the_held_graph_while_neo4j_stops_answering(vecto
 
         _, healthy = ask()
         assert "graph" in healthy.metadata.details and not healthy.metadata.fallbacks, healthy.metadata.fallbacks
-        server = neo4j_stack.process(settings).pid()
-        assert server is not None
-        os.kill(server, signal.SIGSTOP)
-        try:
+        with stopped(neo4j_stack.process(settings)):
             time.sleep(2.1)  # the held version is due for a read
             first: list[tuple[float, Any]] = []
             reader = threading.Thread(target=lambda: first.append(ask()))
@@ -384,8 +388,6 @@ def test_graph_rag_goes_on_from_the_held_graph_while_neo4j_stops_answering(vecto
             meanwhile = [ask() for _ in range(3)]
             reader.join(30)
             after = ask()
-        finally:
-            os.kill(server, signal.SIGCONT)
         time.sleep(2.1)
         _, recovered = ask()
     finally:
