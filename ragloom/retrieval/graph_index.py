@@ -411,10 +411,9 @@ class GraphCache:
         if fresh is not None:
             return fresh[2]
         held = self._versions.get(strategy)
-        if held is not None and not self._reading.acquire(blocking=False):
+        if not self._reading.acquire(blocking=held is None):  # nothing held yet: wait for the reading thread
+            assert held is not None
             return held[2]  # another thread is reading it
-        if held is None:
-            self._reading.acquire()
         try:
             fresh = self._fresh(strategy, now, writes)  # read by the thread this one waited for
             if fresh is not None:
