@@ -132,13 +132,14 @@ class RetrievalContext:
     def nlp(self) -> Any:
         return self._get("nlp")
 
-    def error_text(self, error: object) -> str:
+    def error_text(self, error: object, logged: bool = False) -> str:
         """``error``'s own words, for a result's fallbacks. In the service (``hide_schema``), which returns results
-        to its callers, they are logged instead: a store's or a model's text can name hosts, collections and
-        namespaces, which the service keeps to its log (ragloom.service.errors)."""
+        to its callers, they are logged instead (unless ``logged`` already): a store's or a model's text can name
+        hosts, collections and namespaces, which the service keeps to its log (ragloom.service.errors)."""
         if not self.hide_schema:
             return str(error)
-        log.warning("a query took a fallback: %s", error)
+        if not logged:
+            log.warning("a query took a fallback: %s", error)
         kind = f"{type(error).__name__}; " if isinstance(error, BaseException) else ""
         return f"{kind}details in the service log"
 
@@ -148,9 +149,9 @@ class RetrievalContext:
             value = self._get(name)
         except RagloomError as e:
             return None, f"{unavailable}: {self.error_text(e)}"
-        if value is None:
+        if value is None:  # a load that failed before: its words were logged then, not again on every query
             error = self._errors.get(name)
-            return None, f"{unavailable}: {self.error_text(error)}" if error else unconfigured
+            return None, f"{unavailable}: {self.error_text(error, logged=True)}" if error else unconfigured
         return value, ""
 
     def graph(self) -> tuple[GraphStore | None, str]:
