@@ -95,7 +95,7 @@ class AdaptiveRetriever(Retriever):
             try:
                 strategy, why = router.route(request.query, vector, chain)
             except RagloomError as e:  # an LLM that fails or answers outside the chain: the rules decide
-                note = f"{router.kind} router failed ({e}): rules"
+                note = f"{router.kind} router failed ({request.context.error_text(e)}): rules"
                 router = RuleRouter()
                 strategy, why = router.route(request.query, vector, chain)
         route = {"router": router.kind, "strategy": strategy, "why": why, "note": note or None,

@@ -70,7 +70,7 @@ class MultiHopRetriever(Retriever):
         try:
             graph = graph_snapshot(self.context, store, self.chunking, request) if store is not None else None
         except RagloomError as e:
-            graph, why = None, f"graph store failed: {e}"
+            graph, why = None, f"graph store failed: {request.context.error_text(e)}"
         if graph is None:
             request.fallbacks.append(f"multi_hop->{options['lane']}: {why}")
             return self._follow_ups(request, options, lane, ranked, weights, ranked["round 1"])[: request.fetch_k]

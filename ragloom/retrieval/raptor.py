@@ -52,7 +52,8 @@ class RaptorRetriever(Retriever):
             built = bool(self.context.vectors.property_types(level))
         except RagloomError as e:  # no such collection, or the store cannot say
             built = False
-            why = f"no summary level for {self.chunking!r} (build the summaries_{self.chunking} asset): {e}"
+            why = (f"no summary level for {self.chunking!r} (build the summaries_{self.chunking} asset): "
+                   f"{request.context.error_text(e)}")
         else:
             why = f"the summary level of {self.chunking!r} is empty"
         if not built:
