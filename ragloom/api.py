@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +81,7 @@ class Ragloom:
             graph_version_seconds=self.settings.graph_version_seconds,
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
+        self._probes = _Probes()
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Ragloom:
@@ -301,19 +303,26 @@ class Ragloom:
                                                                           document_id)))
 
     def ready(self) -> dict[str, bool]:
-        """Whether each store answers now (a graph that failed to connect earlier is asked afresh)."""
+        """Whether each store answers now (a graph that failed to connect earlier is asked afresh), within
+        ``RAGLOOM_READY_TIMEOUT_SECONDS``: a store that has not answered by then is "not ready". A silent store
+        holds a check for up to its driver's own limits (tens of seconds), so each store has at most one check
+        in flight, on a thread of its own; the next probe waits on that one instead of starting another."""
+        deadline = time.monotonic() + self.settings.ready_timeout_seconds
+        checks = {"weaviate": self.context.vectors.ready, "neo4j": self._graph_ready}
+        probes = {name: self._probes.start(name, check) for name, check in checks.items()}
+        return {name: probe.answer(deadline) for name, probe in probes.items()}
+
+    def _graph_ready(self) -> bool:
         graph, _why = self.context.graph()
         if graph is not None:
-            graph_ok = graph.ready()
-        else:
-            from ragloom.stores.neo4j import Neo4jStore  # deferred: the driver is loaded only when asked
+            return bool(graph.ready())
+        from ragloom.stores.neo4j import Neo4jStore  # deferred: the driver is loaded only when asked
 
-            try:
-                Neo4jStore.connect(self.settings).close()
-                graph_ok = True
-            except RagloomError:
-                graph_ok = False
-        return {"weaviate": self.context.vectors.ready(), "neo4j": graph_ok}
+        try:
+            Neo4jStore.connect(self.settings).close()
+            return True
+        except RagloomError:
+            return False
 
     async def aquery(self, query: str | Query, /, **fields: Any) -> RetrievalResult:
         """``query`` for async callers: it runs on a bounded pool of worker threads, so the event loop never
@@ -365,3 +374,44 @@ def _result_cache(settings: Settings) -> Any:
         return None
 
     return ResultCache(settings.result_cache_ttl_seconds, settings.result_cache_size)
+
+
+class _Probe:
+    """One readiness check running on a daemon thread (a check stuck on a silent store never holds up exit)."""
+
+    def __init__(self, check: Callable[[], bool]) -> None:
+        self._done = threading.Event()
+        self._ok = False
+        threading.Thread(target=self._run, args=(check,), name="ragloom-ready", daemon=True).start()
+
+    def _run(self, check: Callable[[], bool]) -> None:
+        try:
+            self._ok = bool(check())
+        except Exception:  # noqa: BLE001 - a health probe: every failure means not ready
+            log.exception("a readiness check failed")
+        finally:
+            self._done.set()
+
+    @property
+    def running(self) -> bool:
+        return not self._done.is_set()
+
+    def answer(self, deadline: float) -> bool:
+        """The check's answer, or False when it has not answered by ``deadline`` (``time.monotonic``)."""
+        return self._done.wait(max(0.0, deadline - time.monotonic())) and self._ok
+
+
+class _Probes:
+    """The readiness check of each store, at most one in flight per store."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[str, _Probe] = {}
+
+    def start(self, name: str, check: Callable[[], bool]) -> _Probe:
+        """A new check of ``name``, or the one still running from an earlier probe."""
+        with self._lock:
+            probe = self._running.get(name)
+            if probe is None or not probe.running:
+                probe = self._running[name] = _Probe(check)
+            return probe

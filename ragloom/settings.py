@@ -356,6 +356,9 @@ class Settings:
     service_rate_per_minute: int = _setting(600,
         "requests per key per minute (bursts up to the same number); over it 429 with Retry-After")
     service_workers: int = _setting(8, "threads running the service's blocking store and model calls")
+    ready_timeout_seconds: float = _setting(2.0,
+        "how long /readyz (and Ragloom.ready) waits for each store to answer before it says \"not ready\"; a check "
+        "of a silent store goes on in the background, one per store at a time, and the next probe waits on it")
     service_graph_workers: int = _setting(3,
         "threads running graph_rag and multi_hop queries, apart from the others: their walk is Python on the "
         "in-process graph, and more threads than this only contend for the interpreter "
@@ -465,7 +468,7 @@ class Settings:
         if not 0 <= self.weaviate_write_processes <= 32:
             raise ConfigError(f"RAGLOOM_WEAVIATE_WRITE_PROCESSES={self.weaviate_write_processes}: choose 1 to 32, "
                               "or 0 (by this machine's cores)")
-        for name in ("weaviate_write_timeout_seconds", "weaviate_query_timeout_seconds",
+        for name in ("weaviate_write_timeout_seconds", "weaviate_query_timeout_seconds", "ready_timeout_seconds",
                      "neo4j_connection_timeout_seconds", "neo4j_retry_seconds", "neo4j_keep_alive_seconds"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{env_name(name)}={getattr(self, name)}: must be > 0")

@@ -406,6 +406,48 @@ def test_graph_rag_goes_on_from_the_held_graph_while_neo4j_stops_answering(vecto
     assert not any("did not answer" in f for f in recovered.metadata.fallbacks), recovered.metadata.fallbacks
 
 
+def test_readiness_answers_within_its_timeout_while_neo4j_stops_answering(vectors, graph, report):
+    """Ragloom.ready (the service's /readyz) says "not ready" within RAGLOOM_READY_TIMEOUT_SECONDS while Neo4j is
+    stopped, instead of waiting out the driver's limits, and probes in a row share the one check still in flight
+    rather than leave a stuck thread each; once the server answers, it is ready again."""
+    from ragloom.api import Ragloom
+
+    settings = dataclasses.replace(vectors, graph_namespace=graph.graph_namespace, ready_timeout_seconds=1.0,
+                                   neo4j_retry_seconds=2.0, neo4j_connection_timeout_seconds=2.0)
+    both = {"weaviate": True, "neo4j": True}
+
+    rag = Ragloom(settings, embedder=HashEmbedder())
+    started_checks: list[float] = []
+    graph_ready = rag._graph_ready
+
+    def counted() -> bool:
+        started_checks.append(time.perf_counter())
+        return graph_ready()
+
+    rag._graph_ready = counted  # type: ignore[method-assign]
+    try:
+        assert rag.ready() == both
+        probes: list[tuple[float, dict[str, bool]]] = []
+        with stopped(neo4j_stack.process(settings)):
+            asked = len(started_checks)
+            for _ in range(4):
+                started = time.perf_counter()
+                answer = rag.ready()
+                probes.append((time.perf_counter() - started, answer))
+            checks = len(started_checks) - asked
+        recovered = wait_for(lambda: rag.ready() == both, 30, "ready again once Neo4j answers", interval=0.5)
+    finally:
+        rag.close()
+    report(fault="neo4j SIGSTOP under readiness probes", faults_injected=1, survived=True,
+           probe_s=[round(t, 2) for t, _ in probes], neo4j_checks_started=checks)
+    for took, answer in probes:
+        assert answer == {"weaviate": True, "neo4j": False}, answer
+        assert took < 1.8, f"a readiness probe waited {took:.1f}s on the stopped store"
+    # a check of the stopped server lasts at least its 2 s silence limit: probes 1 s apart share it
+    assert checks < len(probes), f"{checks} checks for {len(probes)} probes: each probe left one stuck"
+    assert recovered
+
+
 def test_neo4j_killed_mid_sync_then_rerun_is_exact(graph, graph_chunks, graph_expected, report):
     settings = graph
     ns = settings.graph_namespace
