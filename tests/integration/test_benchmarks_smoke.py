@@ -11,6 +11,9 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -61,15 +64,62 @@ def _clean_up(weaviate_client, neo4j_driver, namespace: str) -> None:
 THROUGH_RUN_ALL = "chunking"
 
 
-@pytest.mark.timeout(SCRIPT_TIMEOUT_S + 300)
-@pytest.mark.parametrize("name", sorted(set(run_all.BENCHMARKS) - {THROUGH_RUN_ALL}))
-def test_benchmark_runs_at_its_smallest_size_and_cleans_up(name, settings, weaviate_client, neo4j_driver,
-                                                             namespace, tmp_path):
-    _, _, smoke = run_all.BENCHMARKS[name]
-    # these keep their collections between runs unless --drop; here they live under this test's prefix
-    extra = ["--prefix", f"{namespace}Bench"] if "--prefix" in smoke else []
+# Most of a script's smoke run is its own process starting, importing and loading models, waits that leave a core
+# idle, so the scripts run two at a time, started together by the fixture below; each test then checks its own
+# run. The scripts that start servers of their own (ports picked when they start) run alone, after the others.
+SIDE_BY_SIDE = 2
+ALONE = {"scale_out", "weaviate_write"}
+SMOKE_SCRIPTS = sorted(set(run_all.BENCHMARKS) - {THROUGH_RUN_ALL})
+
+
+class SmokeRuns:
+    """The selected scripts' smoke runs: the side-by-side ones started at once on a pool, each under a namespace
+    of its own (collections, graph, artifacts)."""
+
+    def __init__(self, selected: list[str], tmp_path_factory: pytest.TempPathFactory) -> None:
+        self.namespaces = {name: f"Test{uuid.uuid4().hex[:10]}" for name in selected}
+        self.envs = {name: _environment(ns, tmp_path_factory.mktemp(name)) for name, ns in self.namespaces.items()}
+        self._pool = ThreadPoolExecutor(SIDE_BY_SIDE, thread_name_prefix="smoke")
+        self._runs: dict[str, Future] = {name: self._pool.submit(_run, self.argv(name), self.envs[name])
+                                         for name in selected if name not in ALONE}
+
+    def argv(self, name: str) -> list[str]:
+        smoke = run_all.BENCHMARKS[name][2]
+        # these keep their collections between runs unless --drop; here they live under the test's prefix
+        extra = ["--prefix", f"{self.namespaces[name]}Bench"] if "--prefix" in smoke else []
+        return [str(BENCHMARKS_DIR / f"{name}.py"), *smoke, *extra]
+
+    def result(self, name: str) -> subprocess.CompletedProcess:
+        if name in ALONE:
+            self._pool.shutdown(wait=True)  # the side-by-side runs are over before a script with its own servers
+            return _run(self.argv(name), self.envs[name])
+        return self._runs[name].result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(request, settings, weaviate_client, neo4j_driver, tmp_path_factory) -> Iterator[SmokeRuns]:
+    """Only the scripts whose tests were selected (``-k`` runs one script, not all of them)."""
+    test = test_benchmark_runs_at_its_smallest_size_and_cleans_up.__name__
+    selected = [item.callspec.params["name"] for item in request.session.items
+                if item.originalname == test and item.module is request.module]
+    runs = SmokeRuns(selected, tmp_path_factory)
     try:
-        done = _run([str(BENCHMARKS_DIR / f"{name}.py"), *smoke, *extra], _environment(namespace, tmp_path))
+        yield runs
+    finally:
+        runs.close()
+        for namespace in runs.namespaces.values():  # a run whose test did not get to its own clean-up
+            _clean_up(weaviate_client, neo4j_driver, namespace)
+
+
+@pytest.mark.timeout(SCRIPT_TIMEOUT_S * 2)
+@pytest.mark.parametrize("name", SMOKE_SCRIPTS)
+def test_benchmark_runs_at_its_smallest_size_and_cleans_up(name, smoke_runs, weaviate_client, neo4j_driver):
+    namespace = smoke_runs.namespaces[name]
+    try:
+        done = smoke_runs.result(name)
         # exit status 1 with figures and no traceback is a missed target (service_load): a figure, not rot
         missed_target = done.returncode == 1 and "MISS" in done.stdout and "Traceback" not in done.stderr
         assert done.returncode == 0 or missed_target, \
