@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ragloom import dynamic
@@ -310,7 +310,7 @@ class Ragloom:
         deadline = time.monotonic() + self.settings.ready_timeout_seconds
         checks = {"weaviate": self.context.vectors.ready, "neo4j": self._graph_ready}
         probes = {name: self._probes.start(name, check) for name, check in checks.items()}
-        return {name: probe.answer(deadline) for name, probe in probes.items()}
+        return {name: _answer(probe, deadline) for name, probe in probes.items()}
 
     def _graph_ready(self) -> bool:
         graph, _why = self.context.graph()
@@ -376,42 +376,35 @@ def _result_cache(settings: Settings) -> Any:
     return ResultCache(settings.result_cache_ttl_seconds, settings.result_cache_size)
 
 
-class _Probe:
-    """One readiness check running on a daemon thread (a check stuck on a silent store never holds up exit)."""
-
-    def __init__(self, check: Callable[[], bool]) -> None:
-        self._done = threading.Event()
-        self._ok = False
-        threading.Thread(target=self._run, args=(check,), name="ragloom-ready", daemon=True).start()
-
-    def _run(self, check: Callable[[], bool]) -> None:
-        try:
-            self._ok = bool(check())
-        except Exception:  # noqa: BLE001 - a health probe: every failure means not ready
-            log.exception("a readiness check failed")
-        finally:
-            self._done.set()
-
-    @property
-    def running(self) -> bool:
-        return not self._done.is_set()
-
-    def answer(self, deadline: float) -> bool:
-        """The check's answer, or False when it has not answered by ``deadline`` (``time.monotonic``)."""
-        return self._done.wait(max(0.0, deadline - time.monotonic())) and self._ok
-
-
 class _Probes:
-    """The readiness check of each store, at most one in flight per store."""
+    """The readiness check of each store, at most one in flight per store, each on a daemon thread (a check stuck
+    on a silent store never holds up exit)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: dict[str, _Probe] = {}
+        self._running: dict[str, Future[bool]] = {}
 
-    def start(self, name: str, check: Callable[[], bool]) -> _Probe:
+    def start(self, name: str, check: Callable[[], bool]) -> Future[bool]:
         """A new check of ``name``, or the one still running from an earlier probe."""
         with self._lock:
             probe = self._running.get(name)
-            if probe is None or not probe.running:
-                probe = self._running[name] = _Probe(check)
+            if probe is None or probe.done():
+                probe = self._running[name] = Future()
+                threading.Thread(target=_run_check, args=(check, probe), name="ragloom-ready", daemon=True).start()
             return probe
+
+
+def _run_check(check: Callable[[], bool], probe: Future[bool]) -> None:
+    try:
+        probe.set_result(bool(check()))
+    except Exception:  # noqa: BLE001 - a health probe: every failure means not ready
+        log.exception("a readiness check failed")
+        probe.set_result(False)
+
+
+def _answer(probe: Future[bool], deadline: float) -> bool:
+    """The check's answer, or False when it has not answered by ``deadline`` (``time.monotonic``)."""
+    try:
+        return probe.result(timeout=max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        return False
