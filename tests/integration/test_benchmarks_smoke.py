@@ -11,12 +11,13 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from tests.integration.conftest import unique_name
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 # A script at its smallest size takes about a minute on an idle 2-core machine (model loads, child processes);
@@ -77,7 +78,7 @@ class SmokeRuns:
     of its own (collections, graph, artifacts)."""
 
     def __init__(self, selected: list[str], tmp_path_factory: pytest.TempPathFactory) -> None:
-        self.namespaces = {name: f"Test{uuid.uuid4().hex[:10]}" for name in selected}
+        self.namespaces = {name: unique_name() for name in selected}
         self.envs = {name: _environment(ns, tmp_path_factory.mktemp(name)) for name, ns in self.namespaces.items()}
         self._pool = ThreadPoolExecutor(SIDE_BY_SIDE, thread_name_prefix="smoke")
         self._runs: dict[str, Future] = {name: self._pool.submit(_run, self.argv(name), self.envs[name])
