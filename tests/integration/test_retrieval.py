@@ -459,8 +459,10 @@ def test_in_the_services_mode_a_fallback_keeps_the_stores_words_to_the_log(musiq
         with Ragloom(unreachable, vectors=musique_corpus.vectors, embedder=embedder, nlp=nlp,
                      hide_schema=True) as rag:
             down = rag.query(question, strategy="graph_rag", k=3, abstain=False)
-    assert failed.metadata.fallbacks == ["graph_rag->hybrid: graph store failed: StoreError; details in the service log"]
-    assert down.metadata.fallbacks == ["graph_rag->hybrid: graph store unavailable: StoreError; details in the service log"]
+    assert failed.metadata.fallbacks == [
+        "graph_rag->hybrid: graph store failed: StoreError; details in the service log"]
+    assert down.metadata.fallbacks == [
+        "graph_rag->hybrid: graph store unavailable: StoreError; details in the service log"]
     assert failed.items and down.items
     logged = caplog.text
     assert "ragloomnosuchdb" in logged and "127.0.0.1:1" in logged, logged

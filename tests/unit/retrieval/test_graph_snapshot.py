@@ -164,7 +164,6 @@ def test_one_cache_per_store_in_a_context_with_the_contexts_interval():
 
 # query entity matching ------------------------------------------------------------------------------------
 
-import pytest  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
