@@ -193,7 +193,7 @@ def measure(args: argparse.Namespace, settings, strategies: list[str], log) -> i
     else:
         sizes = ingest(settings, embedder, documents, "graph_rag" in strategies, log)
 
-    with Ragloom(settings, embedder=embedder) as rag:
+    with Ragloom(settings) as rag:  # its own query embedder, as shipped (one thread: ragloom.api)
         for strategy in strategies:  # spaCy, Neo4j and the in-process graph load before any timing
             rag.warm(strategy)
         store = rag.context.vectors
@@ -201,7 +201,7 @@ def measure(args: argparse.Namespace, settings, strategies: list[str], log) -> i
         from ragloom.types import Scope
 
         def baseline(query: str) -> None:
-            vector = embedder.encode([query])[0]
+            vector = rag.context.embedder.encode([query])[0]  # the strategies' query embedder
             store.near_vector("recursive", vector, args.k, where=build_where(Scope()))
 
         runs = {"baseline": baseline}

@@ -221,7 +221,7 @@ def _query_times(settings, embedder, claims: list[str], query_vectors) -> dict:
     from ragloom.filters import build_where
     from ragloom.types import Scope
 
-    with Ragloom(settings, embedder=embedder) as rag:
+    with Ragloom(settings) as rag:  # its own query embedder, as shipped (one thread: ragloom.api)
         store = rag.context.vectors
         where = build_where(Scope())
         runs = {"bare": lambda i: store.near_vector("recursive", query_vectors[i], 10, where=where)}

@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
 
     runs: list[Run] = []
     baselines: dict[str, float] = {}
-    with Ragloom(settings, embedder=embedder) as rag:
+    with Ragloom(settings) as rag:  # its own query embedder, as the server loads it (one thread: ragloom.api)
         for strategy in strategies:
             rag.warm(strategy)
             sequential(rag, strategy, queries, args.k, min(3.0, args.seconds))  # warm-up

@@ -101,6 +101,10 @@ class Ragloom:
             follow = follow_recorded(params, embedder.model_id, recorded())
             if follow is not None:
                 embedder = make_embedder(follow)
+        # The query side embeds short texts (a query, a few names, a chat's items): one intra-op thread embedded a
+        # query in 2.05 ms of wall and CPU time, two threads in 2.86 ms wall and 3.58 ms CPU (the same vectors;
+        # docs/experiments/2026-11-27-query-embed-thread.md). Ingestion's embedders keep their threads.
+        embedder = embedder.single_threaded()
         if self._coalesce:
             embedder = CoalescingEmbedder(embedder)
             self._owned.append(embedder)

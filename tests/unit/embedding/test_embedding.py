@@ -113,6 +113,21 @@ def test_single_threaded_sibling_gives_the_same_vectors_bit_for_bit(abstracts, i
     assert one.single_threaded() is one
 
 
+def test_the_api_embeds_queries_on_its_single_threaded_sibling(int8_embedder, monkeypatch):
+    """A query is a short text: the API's embedder (the service's, the CLI's) is the one-thread sibling, coalesced
+    or not; ingestion's embedders keep their threads."""
+    import ragloom.embedding as embedding
+    from ragloom.api import Ragloom
+
+    monkeypatch.setattr(embedding, "make_embedder", lambda settings: int8_embedder)
+    single = int8_embedder.single_threaded()
+    assert Ragloom(vectors=object()).context.embedder is single  # no store is called: it records no model
+    with Ragloom(vectors=object(), coalesce_queries=True) as rag:
+        assert rag.context.embedder.inner is single
+    query = ["Do CD4+ T cells mediate the response to a first infection?"]
+    assert np.array_equal(single.encode(query), int8_embedder.encode(query))
+
+
 def test_empty_input(onnx_embedder, torch_embedder):
     assert onnx_embedder.encode([]).shape == (0, 384)
     assert torch_embedder.encode([]).shape == (0, 384)
