@@ -79,6 +79,7 @@ class Ragloom:
             hide_schema=hide_schema, load_llm=lambda: self.llm, load_router=self._load_router,
             make_expansion=self._expansion,
             graph_version_seconds=self.settings.graph_version_seconds,
+            query_vector_cache=self.settings.query_vector_cache,
         )
         self._retrievers: dict[tuple[str, str | None], Retriever] = {}
         self._probes = _Probes()

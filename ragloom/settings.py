@@ -276,6 +276,9 @@ class Settings:
     result_cache_ttl_seconds: int = _setting(0,
         "keep whole query results this long; 0 = off; any write to the collection invalidates them")
     result_cache_size: int = _setting(512, "query results kept (least recently used go first)")
+    query_vector_cache: int = _setting(1024,
+        "query embeddings kept (least recently used go first): a repeated query skips the model; 0 = none"
+        " (the load benchmark's setting: every query pays its embedding)")
     graph_version_seconds: float = _setting(2.0,
         "graph strategies re-read the graph's version (one Neo4j round trip) at most this often; a sync in the same"
         " process is seen at once, one elsewhere within this many seconds; 0 = on every query")
@@ -488,6 +491,8 @@ class Settings:
                               "(0 = every query)")
         if self.result_cache_ttl_seconds < 0 or self.result_cache_size < 1:
             raise ConfigError("RAGLOOM_RESULT_CACHE_TTL_SECONDS must be >= 0 (0 = off), RAGLOOM_RESULT_CACHE_SIZE >= 1")
+        if self.query_vector_cache < 0:
+            raise ConfigError(f"RAGLOOM_QUERY_VECTOR_CACHE={self.query_vector_cache}: must be >= 0 (0 = none)")
         for name in ("parse_max_bytes", "parse_max_unpacked_bytes", "parse_max_sheet_rows", "parse_max_cells",
                      "metadata_max_keys", "metadata_max_key_chars", "metadata_max_value_chars",
                      "metadata_max_properties"):

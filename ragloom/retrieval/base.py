@@ -90,7 +90,7 @@ class RetrievalContext:
                  result_cache: ResultCache | None = None, hide_schema: bool = False,
                  load_llm: Callable[[], Any] | None = None, load_router: Callable[[], Any] | None = None,
                  make_expansion: Callable[[Sequence[str], Mapping[str, Mapping[str, Any]]], Any] | None = None,
-                 graph_version_seconds: float = 0.0) -> None:
+                 graph_version_seconds: float = 0.0, query_vector_cache: int = QUERY_VECTOR_CACHE) -> None:
         self.vectors = vectors
         # (transform names, their options) -> an Expand that is also a context manager; given by the composition
         # root (ragloom.api), so strategies that search with generated queries never import the model layer
@@ -109,7 +109,7 @@ class RetrievalContext:
         self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
         self._schema_read: dict[str, float] = {}  # collection -> when its schema was last re-read for visibility
-        self.query_vector_size = QUERY_VECTOR_CACHE
+        self.query_vector_size = query_vector_cache  # 0: none kept
         self.result_cache: ResultCache | None = result_cache
 
     def _get(self, name: str) -> Any:

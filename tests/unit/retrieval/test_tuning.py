@@ -183,6 +183,24 @@ def test_query_embeddings_are_cached_lru():
     assert embedder.calls == 4
 
 
+def test_query_vector_cache_of_zero_keeps_none(monkeypatch):
+    """RAGLOOM_QUERY_VECTOR_CACHE=0 (the load benchmark's setting): every query pays its embedding; a search still
+    embeds its query once (SearchRequest.vector)."""
+    from ragloom.errors import ConfigError
+    from ragloom.settings import Settings
+
+    embedder = CountingEmbedder()
+    context = RetrievalContext(vectors=None, embedder=embedder, query_vector_cache=0)
+    for _ in range(3):
+        context.query_vector("alpha")
+    assert embedder.calls == 3
+    monkeypatch.setenv("RAGLOOM_QUERY_VECTOR_CACHE", "0")
+    assert Settings.from_env().query_vector_cache == 0
+    monkeypatch.setenv("RAGLOOM_QUERY_VECTOR_CACHE", "-1")
+    with pytest.raises(ConfigError, match="RAGLOOM_QUERY_VECTOR_CACHE"):
+        Settings.from_env()
+
+
 def test_result_cache_expires_after_its_ttl_and_evicts_the_oldest():
     from ragloom.retrieval.cache import ResultCache
     from ragloom.types import RetrievalResult
