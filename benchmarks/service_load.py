@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     from ragloom.embedding import make_embedder
     from ragloom.evaluation.datasets import load_dataset
     from ragloom.service.keys import KeyStore
-    from ragloom.settings import Settings
+    from ragloom.settings import Settings, env_name
 
     def log(message: str) -> None:
         print(f"  {message}", file=sys.stderr, flush=True)
@@ -370,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
                "RAGLOOM_SERVICE_KEYS_FILE": str(Path(tmp) / "keys.json"), "RAGLOOM_SERVICE_RATE_PER_MINUTE": "10000000",
                "RAGLOOM_SERVICE_WORKERS": str(args.workers),
                "RAGLOOM_SERVICE_GRAPH_WORKERS": str(args.graph_workers),
-               "RAGLOOM_SERVICE_PROCESSES": str(args.processes), "RAGLOOM_QUERY_VECTOR_CACHE": "0"}
+               "RAGLOOM_SERVICE_PROCESSES": str(args.processes),
+               env_name("query_vector_cache"): str(settings.query_vector_cache)}
         with open(Path(tmp) / "server.log", "w") as server_log:
             server = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=REPO,
                                       env=env, stdout=server_log, stderr=subprocess.STDOUT)

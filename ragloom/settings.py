@@ -29,6 +29,7 @@ CONSISTENCY_LEVELS = ("ONE", "QUORUM", "ALL")
 # whose AVX-512 the blis wheel does not use (benchmarks/ingest_graph.py --gemm).
 GEMM_BACKENDS = ("numpy", "blis")
 RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+QUERY_VECTOR_CACHE = 1024  # query embeddings an API keeps (LRU) unless RAGLOOM_QUERY_VECTOR_CACHE says
 MODEL_BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
@@ -276,7 +277,7 @@ class Settings:
     result_cache_ttl_seconds: int = _setting(0,
         "keep whole query results this long; 0 = off; any write to the collection invalidates them")
     result_cache_size: int = _setting(512, "query results kept (least recently used go first)")
-    query_vector_cache: int = _setting(1024,
+    query_vector_cache: int = _setting(QUERY_VECTOR_CACHE,
         "query embeddings kept (least recently used go first): a repeated query skips the model; 0 = none"
         " (the load benchmark's setting: every query pays its embedding)")
     graph_version_seconds: float = _setting(2.0,

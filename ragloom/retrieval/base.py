@@ -37,13 +37,13 @@ from ragloom.retrieval.query import (
     check_text,
 )
 from ragloom.retrieval.rerank import rerank
+from ragloom.settings import QUERY_VECTOR_CACHE
 from ragloom.stores.base import GraphStore, VectorStore
 from ragloom.types import ResultInfo, RetrievalResult, RetrievedItem, Scope
 
 log = logging.getLogger(__name__)
 
 __all__ = ["MAX_K", "MAX_QUERY_CHARS"]  # re-exported: the service's request models bound k and the text with them
-QUERY_VECTOR_CACHE = 1024  # query embeddings kept per context (LRU): repeated queries skip the model
 
 # Options every strategy accepts: post-processing, applied by Retriever.search after the strategy ran.
 POSTPROCESS_OPTIONS: dict[str, Option] = {
