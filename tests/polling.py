@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import sys
@@ -10,13 +11,46 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+# Ports handed to servers that bind them later: above the fixed ports of the local stack and the cluster profile
+# (all below 20000), and below the kernel's ephemeral range. A port from that range can be taken by any outgoing
+# connection before the server binds it: a private Neo4j, ~13 s into its start, found its Bolt port held by one
+# while the other half of the suite ran beside it ("Address already in use").
+SERVER_PORTS_FROM = 20_000
+
+
+def _ephemeral_start() -> int:
+    """The first port the kernel gives outgoing connections (Linux: net.ipv4.ip_local_port_range)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default
+
+
+def free_port_block(size: int) -> int:
+    """A base port such that base .. base+size-1 are free on loopback right now and outside the ephemeral range:
+    for servers to start on, or for a connection that must be refused."""
+    end = max(_ephemeral_start(), SERVER_PORTS_FROM + 1_000)
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(SERVER_PORTS_FROM, end - size)
+        if all(_port_free(base + i) for i in range(size)):
+            return base
+    raise RuntimeError(f"no block of {size} free ports found between {SERVER_PORTS_FROM} and {end}")
+
 
 def free_port() -> int:
-    """A loopback port nobody listens on right now (bound, then released): for a server to start on, or for a
-    connection that must be refused."""
+    """A loopback port nobody listens on right now (``free_port_block``)."""
+    return free_port_block(1)
+
+
+def _port_free(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    with socket.socket() as s:  # nothing listening on the wildcard address either
+        return s.connect_ex(("127.0.0.1", port)) != 0
 
 
 def tcp_sockets(port: int, state: str = "0A") -> list[tuple[str, str]]:

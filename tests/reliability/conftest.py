@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from reliability_support import free_port_block, record
+from polling import free_port_block
+from reliability_support import record
 
 from ragloom import stack
 from ragloom.settings import Settings

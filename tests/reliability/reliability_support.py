@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import random
-import socket
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -132,26 +131,6 @@ def ingest_defs(settings: Any, prefix: str, work: Path, nlp_path: str) -> Any:
     }
     one = dataclasses.replace(settings, chunkings=(STRATEGY,), graph_chunkings=(STRATEGY,))
     return build_defs(one, resources)
-
-
-def free_port_block(size: int, start: int = 30_000, end: int = 60_000) -> int:
-    """A base port such that base .. base+size-1 are all free on loopback right now."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(start, end - size)
-        if all(_port_free(base + i) for i in range(size)):
-            return base
-    raise RuntimeError(f"no block of {size} free ports found")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    with socket.socket() as s:  # nothing listening on the wildcard address either
-        return s.connect_ex(("127.0.0.1", port)) != 0
 
 
 def settings_env(settings: Any) -> dict[str, str]:
