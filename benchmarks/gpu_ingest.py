@@ -102,7 +102,7 @@ def main() -> None:
     auto_rate = rate(auto, texts, repeats=args.repeats)
     print(f"auto      {auto.model_id}: {auto_rate:8.1f} chunks/s", flush=True)
 
-    cpu = make_embedder({"model": model, "backend": "torch", "device": "cpu"}, reuse=False)
+    cpu = make_embedder({"model": model, "backend": "torch", "device": "cpu", "dtype": "fp32"}, reuse=False)
     sample = texts[: args.cpu_sample]
     cpu_rate = rate(cpu, sample, call=256)
     print(f"baseline  the same machine's CPU, torch fp32 ({len(sample)} chunks): {cpu_rate:8.1f} chunks/s -> "

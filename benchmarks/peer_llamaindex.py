@@ -121,7 +121,9 @@ def phase_ragloom(args: argparse.Namespace) -> dict:
     from ragloom.stores.weaviate import WeaviateStore
     from ragloom.types import Document, Scope
 
+    # like for like: torch in fp32, as the peer runs it (backend auto may pick torch in bf16 on a CPU with AMX)
     settings = dataclasses.replace(Settings.from_env(), embed_backend=args.ragloom_backend,
+                                   embed_dtype="fp32" if args.ragloom_backend == "torch" else "auto",
                                    embed_batch_size=EMBED_BATCH, collection_prefix=args.collection)
     records = load_records(args.docs_file)
     documents = [Document(document_id=r["_id"], title=r["title"], text=r["text"], source_path="scifact",
@@ -208,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=1000, help="SciFact abstracts ingested by each side")
     parser.add_argument("--repeats", type=int, default=1, help="runs per side (fresh process each; median)")
-    parser.add_argument("--ragloom-backend", default="torch", help="torch (same as the peer) | onnx | onnx-int8")
+    parser.add_argument("--ragloom-backend", default="torch",
+                        help="torch (fp32, as the peer) | auto (as shipped) | onnx | onnx-int8")
     parser.add_argument("--corpus", type=Path, default=SCIFACT)
     parser.add_argument("--prepare", action="store_true",
                         help="make (or find) the LlamaIndex venv and exit: the test command's setup step")

@@ -261,13 +261,16 @@ class Settings:
     # models
     embed_model: str = _setting("",
         "embedding model name or local path; default all-MiniLM-L6-v2 from its PyPI package")
-    embed_backend: str = _setting("onnx-int8",
-        "onnx-int8 | onnx | torch; part of each collection's recorded model, so a change re-embeds")
+    embed_backend: str = _setting("auto",
+        "auto | onnx-int8 | onnx | torch. auto: torch on a GPU; on a CPU with AMX-BF16 (Intel Sapphire Rapids and "
+        "later) torch in bf16 for ingestion and onnx-int8 for queries; else onnx-int8. All four give vectors of "
+        "one family, so a change keeps the collections (only new chunks are embedded by the new backend)")
     embed_device: str = _setting("auto",
         "auto (a CUDA GPU when one is present, where the torch backend runs in the ONNX backends' place: the same "
         "vectors' family), cpu, cuda or cuda:N")
     embed_batch_size: int = _setting(0, "texts per embedding model call; 0 = by device (CPU 32, GPU 512)")
-    embed_dtype: str = _setting("auto", "auto (fp16 on a GPU, fp32 on the CPU) | fp32 | fp16 | bf16 (torch on a GPU)")
+    embed_dtype: str = _setting("auto", "the torch backend's precision: auto (fp16 on a GPU, bf16 on a CPU with "
+                                "AMX-BF16, else fp32) | fp32 | fp16 (a GPU) | bf16 (a GPU, or a CPU with AMX-BF16)")
     rerank_model: str = _setting(RERANK_DEFAULT_MODEL,
         "cross-encoder name (hub or its cache) or local folder; none = no reranker")
     rerank_backend: str = _setting("onnx", "onnx (fp32, PyTorch's scores within 1e-4) | onnx-int8 | torch")
@@ -483,8 +486,8 @@ class Settings:
             raise ConfigError(f"RAGLOOM_EMBED_DTYPE={self.embed_dtype!r}: choose auto, fp32, fp16 or bf16")
         if self.embed_batch_size < 0:
             raise ConfigError(f"RAGLOOM_EMBED_BATCH_SIZE={self.embed_batch_size}: use 0 (by device) or a count")
-        if self.embed_backend not in MODEL_BACKENDS:
-            raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose torch, onnx or onnx-int8")
+        if self.embed_backend not in ("auto", *MODEL_BACKENDS):
+            raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose auto, torch, onnx or onnx-int8")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
             raise ConfigError(f"RAGLOOM_BM25_K1={self.bm25_k1} must be >= 0 and RAGLOOM_BM25_B={self.bm25_b} in [0, 1]")
         if self.graph_version_seconds < 0:

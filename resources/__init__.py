@@ -248,7 +248,7 @@ class Neo4jResource(StoreResource):
 
 class EmbedderResource(SettingsResource):
     model: str | None = Field(default=None, description="RAGLOOM_EMBED_MODEL: name or path")
-    backend: str | None = Field(default=None, description="RAGLOOM_EMBED_BACKEND: torch|onnx|onnx-int8")
+    backend: str | None = Field(default=None, description="RAGLOOM_EMBED_BACKEND: auto|torch|onnx|onnx-int8")
     device: str | None = Field(default=None, description="RAGLOOM_EMBED_DEVICE: auto, cpu or cuda")
     batch_size: int | None = Field(default=None, description="RAGLOOM_EMBED_BATCH_SIZE (0: by device)")
     dtype: str | None = Field(default=None, description="RAGLOOM_EMBED_DTYPE: auto, fp32, fp16 or bf16")

@@ -1,13 +1,18 @@
-"""Pick and build the embedder the settings ask for: backend (torch | onnx | onnx-int8), model, device, batch, dtype.
+"""Pick and build the embedder the settings ask for: backend (auto | torch | onnx | onnx-int8), model, device,
+batch, dtype.
 
 ``device=auto`` (the default) takes a CUDA GPU when one is present. The ONNX backends have no GPU path here
 (onnxruntime without its CUDA provider), so on a GPU the torch backend runs instead, in fp16: the same weights,
 vectors of the same family (``ragloom.embedding.base.same_family``), so collections built on either side serve
-the other. Batch size and dtype default by device; settings override both.
+the other. ``backend=auto`` (the default) is the fastest backend measured for the work on this machine: torch
+(fp16) on a GPU; on a CPU with AMX-BF16 (Intel Sapphire Rapids and later) torch in bf16 for batches and
+onnx-int8 for queries; onnx-int8 on any other CPU. Batch size and dtype default by device; settings override
+both.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Mapping
@@ -19,7 +24,7 @@ from ragloom.embedding.base import Embedder, backend_of, model_family, same_fami
 from ragloom.errors import ConfigError, EmbeddingError
 from ragloom.settings import Settings
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 # Texts per model call when the settings say 0: on 2 CPU cores the int8 model embeds 1.09x faster in batches of
@@ -27,18 +32,21 @@ DTYPES = ("auto", "fp32", "fp16", "bf16")
 # on an H200: 1,618 texts/s at 64, 2,578 at 256, 2,973 at 1,024).
 DEFAULT_BATCH = {"cpu": 32, "cuda": 512}
 # The torch backend's dtype when the settings say auto: fp16 on a GPU (min cosine 0.999 to fp32 on SciFact
-# abstracts, bf16 0.996; up to ~1.5x fp32's speed there). The ONNX backends run fp32 (or their int8) graphs.
-DEFAULT_DTYPE = {"cpu": "fp32", "cuda": "fp16"}
+# abstracts, bf16 0.996; up to ~1.5x fp32's speed there); bf16 on a CPU with AMX-BF16, whose tile unit multiplies
+# bf16 matrices (on 2 Sapphire Rapids cores, SciFact chunks: 210 chunks/s against fp32's 71 and onnx-int8's 122;
+# min cosine to fp32 0.996, int8's 0.987: docs/experiments/2026-11-27-amx-bf16-embedder.md); fp32 on other CPUs.
+# The ONNX backends run fp32 (or their int8) graphs.
+DEFAULT_DTYPE = {"cpu": "fp32", "cpu-amx": "bf16", "cuda": "fp16"}
 
 
 @dataclass(frozen=True)
 class EmbedderParams:
-    backend: str = "onnx-int8"  # the default of Settings.embed_backend
+    backend: str = "auto"  # the default of Settings.embed_backend
     model: str = ""  # name or path; '' = all-MiniLM-L6-v2 from its PyPI package
     device: str = "auto"  # cpu | cuda | cuda:N | auto (a CUDA GPU when present, else cpu)
     batch_size: int = 0  # texts per model call; 0 = by device (DEFAULT_BATCH)
     cache_dir: Path | None = None  # where ONNX exports are kept; None = Settings().cache_dir
-    dtype: str = "auto"  # auto (by device: DEFAULT_DTYPE) | fp32 | fp16 | bf16 (half precision: torch on a GPU)
+    dtype: str = "auto"  # auto (by device: DEFAULT_DTYPE) | fp32 | fp16 | bf16 (torch: fp16 on a GPU, bf16 with AMX)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbedderParams:
@@ -78,16 +86,33 @@ def cuda_present() -> bool:
     return bool(torch.cuda.is_available())
 
 
+@functools.cache
+def cpu_has_amx_bf16() -> bool:
+    """The CPU multiplies bf16 matrices in AMX tiles (Linux reports the ``amx_bf16`` flag): torch's oneDNN kernels
+    then run bf16 ~3x faster than fp32. Elsewhere bf16 is emulated, slower than fp32."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "amx_bf16" in line.split()
+    except OSError:  # not Linux
+        pass
+    return False
+
+
 def _onnx_has_cuda() -> bool:
     import onnxruntime as ort  # deferred: with a model only
 
     return "CUDAExecutionProvider" in ort.get_available_providers()
 
 
-def plan(params: EmbedderParams, *, has_cuda: bool | None = None, onnx_cuda: bool | None = None) -> Plan:
+def plan(params: EmbedderParams, *, queries: bool = False, has_cuda: bool | None = None,
+         onnx_cuda: bool | None = None, has_amx: bool | None = None) -> Plan:
     """Backend, device, batch size and dtype for ``params`` here: ``device=auto`` takes a present CUDA GPU,
     with the torch backend when the ONNX Runtime installed has no CUDA provider; an explicit cuda must exist.
-    ``has_cuda`` / ``onnx_cuda`` stand for the probes (tests)."""
+    ``backend=auto`` resolves by the device and the work: torch on a GPU; on a CPU with AMX-BF16 torch (bf16) for
+    batches, and onnx-int8 for ``queries`` (one short text per call: 2 ms on one thread, with no torch import);
+    onnx-int8 on other CPUs. ``has_cuda`` / ``onnx_cuda`` / ``has_amx`` stand for the probes (tests)."""
     backend, device = params.backend, params.device
     if device == "auto" or device.startswith("cuda"):
         has_cuda = cuda_present() if has_cuda is None else has_cuda
@@ -97,16 +122,30 @@ def plan(params: EmbedderParams, *, has_cuda: bool | None = None, onnx_cuda: boo
         if not has_cuda:
             raise EmbeddingError(f"embedding device {params.device!r} asked for, but no CUDA GPU is visible "
                                  f"(torch.cuda.is_available() is false)")
-        if backend != "torch" and not (_onnx_has_cuda() if onnx_cuda is None else onnx_cuda):
+        if backend == "auto":
+            backend = "torch"
+        elif backend != "torch" and not (_onnx_has_cuda() if onnx_cuda is None else onnx_cuda):
             if params.device != "auto":
                 raise EmbeddingError(f"embedding device {params.device!r} with the {backend} backend needs "
                                      "onnxruntime-gpu; use the torch backend on a GPU (or device auto)")
             backend = "torch"  # the same weights and vector family on the GPU
     kind = "cuda" if device.startswith("cuda") else "cpu"
-    dtype = (DEFAULT_DTYPE[kind] if backend == "torch" else "fp32") if params.dtype == "auto" else params.dtype
-    if dtype != "fp32" and (backend != "torch" or kind == "cpu"):
-        raise ConfigError(f"embedding dtype {dtype} needs the torch backend on a GPU (this is {backend} on {kind}); "
-                          "use fp32 or auto")
+    amx = kind == "cpu" and (cpu_has_amx_bf16() if has_amx is None else has_amx)
+    if backend == "auto":  # on the CPU here; a half-precision dtype asked for is torch's
+        backend = "torch" if (amx and not queries) or params.dtype in ("fp16", "bf16") else "onnx-int8"
+    if params.dtype != "auto":
+        dtype = params.dtype
+    elif backend == "torch":
+        dtype = DEFAULT_DTYPE["cpu-amx" if amx else kind]
+    else:
+        dtype = "fp32"
+    if dtype != "fp32":
+        if backend != "torch":
+            raise ConfigError(f"embedding dtype {dtype} needs the torch backend (this is {backend}); "
+                              "use fp32 or auto")
+        if kind == "cpu" and not (dtype == "bf16" and amx):
+            raise ConfigError(f"embedding dtype {dtype} on the CPU needs AMX-BF16 (bf16 only; Intel Sapphire "
+                              "Rapids or later), which this CPU lacks: use fp32 or auto, or a GPU")
     return Plan(backend=backend, device=device, batch_size=params.batch_size or DEFAULT_BATCH[kind], dtype=dtype)
 
 
@@ -130,15 +169,18 @@ def follow_recorded(params: EmbedderParams, model_id: str, recorded: Mapping[str
     return EmbedderParams(**{**params.__dict__, "model": model, "backend": backend})
 
 
-_built: dict[EmbedderParams, Embedder] = {}
+_built: dict[tuple[str, Path | None, Plan], Embedder] = {}
 _lock = threading.Lock()
 
 
 def make_embedder(settings_or_params: Settings | EmbedderParams | Mapping[str, Any] | None = None,
-                  *, reuse: bool = True) -> Embedder:
-    """The embedder for these settings (or params, or a mapping of EmbedderParams fields).
+                  *, queries: bool = False, reuse: bool = True) -> Embedder:
+    """The embedder for these settings (or params, or a mapping of EmbedderParams fields). ``queries``: for
+    embedding queries (short texts, one or a few per call) rather than batches; ``backend=auto`` may then pick
+    another backend of the same vectors' family (``plan``).
 
-    With ``reuse`` the same params give the same loaded model within a process (loading costs seconds).
+    With ``reuse`` the same model, cache folder and plan give the same loaded model within a process (loading
+    costs seconds).
     """
     if settings_or_params is None:
         params = EmbedderParams.from_settings(Settings.from_env())
@@ -155,17 +197,18 @@ def make_embedder(settings_or_params: Settings | EmbedderParams | Mapping[str, A
     params.validate()
     if params.cache_dir is None:
         params = EmbedderParams(**{**params.__dict__, "cache_dir": Settings.from_env().cache_dir})
+    chosen = plan(params, queries=queries)
+    key = (params.model, params.cache_dir, chosen)
     with _lock:
-        if reuse and params in _built:
-            return _built[params]
-        embedder = _build(params)
+        if reuse and key in _built:
+            return _built[key]
+        embedder = _build(params, chosen)
         if reuse:
-            _built[params] = embedder
+            _built[key] = embedder
         return embedder
 
 
-def _build(params: EmbedderParams) -> Embedder:
-    chosen = plan(params)
+def _build(params: EmbedderParams, chosen: Plan) -> Embedder:
     if chosen.backend == "torch":
         # deferred: torch / onnxruntime load only with a model
         from ragloom.embedding.sentence_transformer import SentenceTransformerEmbedder

@@ -39,6 +39,7 @@ class SentenceTransformerEmbedder(Embedder):
         self.model_id = f"{model or 'all-MiniLM-L6-v2'}|torch|{self.dimension}{precision}"
         self.model_path = path
         self.backend = "torch"
+        self._renormalize = dtype != "fp32"  # normalized in half precision: norms off by up to ~1e-2
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -67,4 +68,7 @@ class SentenceTransformerEmbedder(Embedder):
                                          convert_to_numpy=True)
         except (TypeError, ValueError, RuntimeError) as e:  # non-str input, or torch failing on the batch
             raise EmbeddingError(f"could not embed a batch of {len(texts)}: {e}") from e
-        return np.asarray(vectors, dtype=np.float32)
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if self._renormalize:
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors

@@ -168,7 +168,9 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
                 ingest[chunking]["graph_chunks_added"] = done.graph.chunks_added
             log(f"ingested {chunking}: {ingest[chunking]}")
 
-        with Ragloom(eval_settings, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp) as rag:
+        # queries embedded as the API embeds them (backend auto may pick another backend of the family for them)
+        queries = make_embedder(eval_settings, queries=True)
+        with Ragloom(eval_settings, vectors=vectors, graph=graph, embedder=queries, nlp=nlp) as rag:
             for chunking in chunkings:
                 for strategy in strategies:
                     options = per_strategy[strategy]
