@@ -102,7 +102,7 @@ def build_graph_assets(chunking: str, settings: Settings) -> tuple[AssetsDefinit
         store = neo4j.store()
         settings = settings_of(neo4j, nlp, embedder)
         report = _run_sync(context, f"graph_{chunking}", lambda: index_graph(
-            settings, store, nlp.extractor(), embedder.embedder(), chunking, frame_to_chunks(chunks),
+            settings, store, nlp.extractor(), embedder.embedder(short_texts=True), chunking, frame_to_chunks(chunks),
             log=context.log.info))
         stats = store.stats()
         top = stats.get("top_entities", [])

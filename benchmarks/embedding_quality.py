@@ -3,8 +3,8 @@
 Dense retrieval in numpy over a dev set's units (SciFact and MuSiQue: whole documents, title + text; ObliQA:
 its gold passages), scored with ranx against the qrels, for each variant. A variant is
 ``backend[@dtype][+query_backend[@dtype]]``: documents embedded by the first, queries by the second (default: the
-same); ``auto`` is what ships (``make_embedder`` for the documents, ``make_embedder(..., queries=True)`` for the
-queries). Prints nDCG@10, recall@10, MRR@10, each variant's document encoding speed, and a paired bootstrap 95%
+same); ``auto`` is what ships (``make_embedder`` for the documents, ``make_embedder(..., short_texts=True)`` for
+the queries). Prints nDCG@10, recall@10, MRR@10, each variant's document encoding speed, and a paired bootstrap 95%
 interval of each variant's nDCG@10 minus the reference's (the first variant).
 
     python benchmarks/embedding_quality.py [--data ../shared/data/scifact] [--backends torch,onnx,onnx-int8]
@@ -49,7 +49,8 @@ def load(data: Path) -> tuple[list[str], list[str], dict[str, str], dict[str, di
 def embedders(variant: str, batch_size: int):
     """(documents' embedder, queries' embedder) of a variant ``backend[@dtype][+backend[@dtype]]`` or ``auto``."""
     if variant == "auto":
-        return make_embedder({"batch_size": batch_size}), make_embedder({"batch_size": batch_size}, queries=True)
+        return (make_embedder({"batch_size": batch_size}),
+                make_embedder({"batch_size": batch_size}, short_texts=True))
     built = []
     for side in variant.split("+"):
         backend, _, dtype = side.partition("@")

@@ -136,7 +136,7 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f}")
     extractor.extract(chunks[:20])  # warm-up: first batches pay one-off allocation costs
 
-    embedder = make_embedder(settings)
+    embedder = make_embedder(settings, short_texts=True)  # entity names, as the graph asset embeds them
     embedder.encode(["warm up"])
     params = SynonymParams.from_settings(settings)
     # The sync with the synonym pass (what the pipeline runs) on a first ingest (an empty embedding cache: every

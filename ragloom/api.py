@@ -93,7 +93,7 @@ class Ragloom:
     def _load_embedder(self) -> Any:
         from ragloom.embedding import make_embedder  # deferred: torch / onnxruntime load only with a model
 
-        embedder = make_embedder(self.settings, queries=True)
+        embedder = make_embedder(self.settings, short_texts=True)
         recorded = getattr(self.context.vectors, "recorded_models", None)
         if callable(recorded):  # the query side follows the model the collections were indexed with
             from ragloom.embedding.factory import EmbedderParams, follow_recorded  # deferred: as above
@@ -101,7 +101,7 @@ class Ragloom:
             params = EmbedderParams.from_settings(self.settings)
             follow = follow_recorded(params, embedder.model_id, recorded())
             if follow is not None:
-                embedder = make_embedder(follow, queries=True)
+                embedder = make_embedder(follow, short_texts=True)
         # The query side embeds short texts (a query, a few names, a chat's items): one intra-op thread embedded a
         # query in 2.05 ms of wall and CPU time, two threads in 2.86 ms wall and 3.58 ms CPU (the same vectors;
         # docs/experiments/2026-11-27-query-embed-thread.md). Ingestion's embedders keep their threads.

@@ -257,11 +257,12 @@ class EmbedderResource(SettingsResource):
         "model": "embed_model", "backend": "embed_backend", "device": "embed_device", "batch_size": "embed_batch_size",
         "dtype": "embed_dtype"}
 
-    def embedder(self):
-        """Loaded once per process and shared by every asset of the run."""
+    def embedder(self, short_texts: bool = False):
+        """Loaded once per process and shared by every asset of the run; ``short_texts`` for entity names (see
+        ``ragloom.embedding.factory.plan``)."""
         from ragloom.embedding import make_embedder
 
-        return make_embedder(self.settings())
+        return make_embedder(self.settings(), short_texts=short_texts)
 
 
 class NlpResource(SettingsResource):

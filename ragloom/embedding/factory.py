@@ -5,9 +5,9 @@ batch, dtype.
 (onnxruntime without its CUDA provider), so on a GPU the torch backend runs instead, in fp16: the same weights,
 vectors of the same family (``ragloom.embedding.base.same_family``), so collections built on either side serve
 the other. ``backend=auto`` (the default) is the fastest backend measured for the work on this machine: torch
-(fp16) on a GPU; on a CPU with AMX-BF16 (Intel Sapphire Rapids and later) torch in bf16 for batches and
-onnx-int8 for queries; onnx-int8 on any other CPU. Batch size and dtype default by device; settings override
-both.
+(fp16) on a GPU; on a CPU with AMX-BF16 (Intel Sapphire Rapids and later) torch in bf16 for passages and
+onnx-int8 for short texts (queries, entity names); onnx-int8 on any other CPU. Batch size and dtype default by
+device; settings override both.
 """
 
 from __future__ import annotations
@@ -106,13 +106,17 @@ def _onnx_has_cuda() -> bool:
     return "CUDAExecutionProvider" in ort.get_available_providers()
 
 
-def plan(params: EmbedderParams, *, queries: bool = False, has_cuda: bool | None = None,
+def plan(params: EmbedderParams, *, short_texts: bool = False, has_cuda: bool | None = None,
          onnx_cuda: bool | None = None, has_amx: bool | None = None) -> Plan:
     """Backend, device, batch size and dtype for ``params`` here: ``device=auto`` takes a present CUDA GPU,
     with the torch backend when the ONNX Runtime installed has no CUDA provider; an explicit cuda must exist.
     ``backend=auto`` resolves by the device and the work: torch on a GPU; on a CPU with AMX-BF16 torch (bf16) for
-    batches, and onnx-int8 for ``queries`` (one short text per call: 2 ms on one thread, with no torch import);
-    onnx-int8 on other CPUs. ``has_cuda`` / ``onnx_cuda`` / ``has_amx`` stand for the probes (tests)."""
+    passages, and onnx-int8 for ``short_texts``; onnx-int8 on other CPUs. Short texts (queries, entity names: a
+    few words each) are where AMX's tiles have little to multiply: on 2 idle cores onnx-int8 embedded 2,600-2,700
+    names/s and torch bf16 1,600-1,800; with another process busy on both cores (as spaCy's workers are beside the
+    synonym pass) torch fell to 100-120 and onnx-int8 to 1,200-1,400. A query takes 2 ms on one thread with no
+    torch import (docs/experiments/2026-11-27-amx-bf16-embedder.md). ``has_cuda`` / ``onnx_cuda``
+    / ``has_amx`` stand for the probes (tests)."""
     backend, device = params.backend, params.device
     if device == "auto" or device.startswith("cuda"):
         has_cuda = cuda_present() if has_cuda is None else has_cuda
@@ -132,7 +136,7 @@ def plan(params: EmbedderParams, *, queries: bool = False, has_cuda: bool | None
     kind = "cuda" if device.startswith("cuda") else "cpu"
     amx = kind == "cpu" and (cpu_has_amx_bf16() if has_amx is None else has_amx)
     if backend == "auto":  # on the CPU here; a half-precision dtype asked for is torch's
-        backend = "torch" if (amx and not queries) or params.dtype in ("fp16", "bf16") else "onnx-int8"
+        backend = "torch" if (amx and not short_texts) or params.dtype in ("fp16", "bf16") else "onnx-int8"
     if params.dtype != "auto":
         dtype = params.dtype
     elif backend == "torch":
@@ -174,10 +178,10 @@ _lock = threading.Lock()
 
 
 def make_embedder(settings_or_params: Settings | EmbedderParams | Mapping[str, Any] | None = None,
-                  *, queries: bool = False, reuse: bool = True) -> Embedder:
-    """The embedder for these settings (or params, or a mapping of EmbedderParams fields). ``queries``: for
-    embedding queries (short texts, one or a few per call) rather than batches; ``backend=auto`` may then pick
-    another backend of the same vectors' family (``plan``).
+                  *, short_texts: bool = False, reuse: bool = True) -> Embedder:
+    """The embedder for these settings (or params, or a mapping of EmbedderParams fields). ``short_texts``: for
+    queries and entity names (a few words each) rather than passages; ``backend=auto`` may then pick another
+    backend of the same vectors' family (``plan``).
 
     With ``reuse`` the same model, cache folder and plan give the same loaded model within a process (loading
     costs seconds).
@@ -197,7 +201,7 @@ def make_embedder(settings_or_params: Settings | EmbedderParams | Mapping[str, A
     params.validate()
     if params.cache_dir is None:
         params = EmbedderParams(**{**params.__dict__, "cache_dir": Settings.from_env().cache_dir})
-    chosen = plan(params, queries=queries)
+    chosen = plan(params, short_texts=short_texts)
     key = (params.model, params.cache_dir, chosen)
     with _lock:
         if reuse and key in _built:

@@ -126,6 +126,9 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
         f"{eval_settings.collection_prefix}*, graph namespace {eval_settings.graph_namespace!r}")
 
     embedder = make_embedder(eval_settings)
+    # queries and entity names embedded as the API and the graph asset embed them (backend auto may pick another
+    # backend of the family for short texts)
+    short = make_embedder(eval_settings, short_texts=True)
     encode = _cached_encoder(embedder, embedding_cache(eval_settings))
     systems: list[SystemResult] = _baselines(dataset, encode, depth, log) if baselines else []
     ingest: dict[str, dict[str, Any]] = {}
@@ -152,7 +155,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
             chunk_seconds = round(time.perf_counter() - started, 2)
             # the assets' own stages (ragloom.indexing.compose), so the figures come from the code Dagster runs
             done = index_chunking(eval_settings, chunking, chunks, vectors=vectors, embedder=embedder, graph=graph,
-                                  extractor=extractor, summaries=needs_summaries, log=log)
+                                  extractor=extractor, name_embedder=short, summaries=needs_summaries, log=log)
             report = done.vectors
             ingest[chunking] = {"chunks": len(chunks), "chunk_seconds": chunk_seconds,
                                 "vector_seconds": done.seconds["vectors"],
@@ -168,9 +171,7 @@ def evaluate(dataset_path: str, strategies: Sequence[str], chunkings: Sequence[s
                 ingest[chunking]["graph_chunks_added"] = done.graph.chunks_added
             log(f"ingested {chunking}: {ingest[chunking]}")
 
-        # queries embedded as the API embeds them (backend auto may pick another backend of the family for them)
-        queries = make_embedder(eval_settings, queries=True)
-        with Ragloom(eval_settings, vectors=vectors, graph=graph, embedder=queries, nlp=nlp) as rag:
+        with Ragloom(eval_settings, vectors=vectors, graph=graph, embedder=short, nlp=nlp) as rag:
             for chunking in chunkings:
                 for strategy in strategies:
                     options = per_strategy[strategy]

@@ -40,7 +40,8 @@ def index_vectors(settings: Settings, store: Any, embedder: Any, chunking: str, 
 def index_graph(settings: Settings, store: Any, extractor: Any, embedder: Any, chunking: str,
                 chunks: Sequence[Chunk], *, log: Log) -> GraphSyncReport:
     """Neo4j holds the entities and relations of exactly the current chunks (synonym edges per the settings;
-    entity names embedded through the shared embedding cache)."""
+    entity names embedded through the shared embedding cache, by ``embedder``: the short-text one,
+    ``make_embedder(settings, short_texts=True)``)."""
     return sync_graph(store, extractor, chunking, list(chunks), log=log, embedder=embedder,
                       synonyms=SynonymParams.from_settings(settings), cache=embedding_cache(settings))
 
@@ -69,9 +70,11 @@ class Indexed:
 
 
 def index_chunking(settings: Settings, chunking: str, chunks: Sequence[Chunk], *, vectors: Any, embedder: Any,
-                   graph: Any = None, extractor: Any = None, summaries: bool = False, log: Log = print) -> Indexed:
+                   graph: Any = None, extractor: Any = None, name_embedder: Any = None, summaries: bool = False,
+                   log: Log = print) -> Indexed:
     """Every stage for one chunking, in the assets' order: vectors, then summaries (they read the vectors'
-    collection), then the graph when a graph store and an extractor are given."""
+    collection), then the graph when a graph store and an extractor are given, its entity names embedded by
+    ``name_embedder`` (default: ``embedder``)."""
     seconds: dict[str, float] = {}
 
     def timed(name: str, fn: Any) -> Any:
@@ -86,7 +89,7 @@ def index_chunking(settings: Settings, chunking: str, chunks: Sequence[Chunk], *
         out.summaries = timed("summaries", lambda: index_summaries(settings, vectors, embedder, chunking, chunks,
                                                                    log=log))
     if graph is not None and extractor is not None:
-        out.graph = timed("graph", lambda: index_graph(settings, graph, extractor, embedder, chunking, chunks,
-                                                       log=log))
+        out.graph = timed("graph", lambda: index_graph(settings, graph, extractor, name_embedder or embedder,
+                                                       chunking, chunks, log=log))
     out.seconds = seconds
     return out

@@ -139,7 +139,7 @@ def test_the_api_embeds_queries_on_its_single_threaded_sibling(int8_embedder, mo
     monkeypatch.setattr(embedding, "make_embedder", lambda settings, **kw: asked.append(kw) or int8_embedder)
     single = int8_embedder.single_threaded()
     assert Ragloom(vectors=object()).context.embedder is single  # no store is called: it records no model
-    assert asked == [{"queries": True}]
+    assert asked == [{"short_texts": True}]
     with Ragloom(vectors=object(), coalesce_queries=True) as rag:
         assert rag.context.embedder.inner is single
     query = ["Do CD4+ T cells mediate the response to a first infection?"]
@@ -228,7 +228,7 @@ def test_backend_batch_and_dtype_follow_the_device(params, gpu, onnx_gpu, amx, e
 def test_backend_auto_embeds_queries_with_the_fastest_backend_for_one_text(gpu, amx, expected):
     from ragloom.embedding.factory import plan
 
-    chosen = plan(EmbedderParams(), queries=True, has_cuda=gpu, onnx_cuda=False, has_amx=amx)
+    chosen = plan(EmbedderParams(), short_texts=True, has_cuda=gpu, onnx_cuda=False, has_amx=amx)
     assert (chosen.backend, chosen.dtype) == expected
 
 
