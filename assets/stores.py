@@ -82,7 +82,7 @@ def build_vector_assets(chunking: str, settings: Settings) -> tuple[AssetsDefini
                  description="Great Expectations: every current chunk id is in Weaviate and nothing else is; "
                              "vector dimension matches")
     def _check(chunks: pd.DataFrame, weaviate: WeaviateResource, embedder: EmbedderResource) -> AssetCheckResult:
-        dimension = embedder.embedder().dimension
+        dimension = embedder.embedder(short_texts=True).dimension  # one family: the lighter model to load
         return suite_check(check_vectors(weaviate.store(), chunking, set(chunks["chunk_id"]), dimension),
                            expected=len(chunks), expected_dimension=dimension)
 

@@ -147,9 +147,12 @@ def plan(params: EmbedderParams, *, short_texts: bool = False, has_cuda: bool | 
         if backend != "torch":
             raise ConfigError(f"embedding dtype {dtype} needs the torch backend (this is {backend}); "
                               "use fp32 or auto")
-        if kind == "cpu" and not (dtype == "bf16" and amx):
-            raise ConfigError(f"embedding dtype {dtype} on the CPU needs AMX-BF16 (bf16 only; Intel Sapphire "
-                              "Rapids or later), which this CPU lacks: use fp32 or auto, or a GPU")
+        if kind == "cpu" and dtype == "fp16":
+            raise ConfigError("embedding dtype fp16 needs a GPU; on the CPU use fp32, auto, or bf16 where the CPU "
+                              "has AMX-BF16")
+        if kind == "cpu" and not amx:
+            raise ConfigError("embedding dtype bf16 on the CPU needs AMX-BF16 (Intel Sapphire Rapids or later), "
+                              "which this CPU lacks: use fp32 or auto")
     return Plan(backend=backend, device=device, batch_size=params.batch_size or DEFAULT_BATCH[kind], dtype=dtype)
 
 

@@ -235,8 +235,8 @@ def test_backend_auto_embeds_queries_with_the_fastest_backend_for_one_text(gpu, 
 @pytest.mark.parametrize("params, gpu, amx, error, message", [
     ({"device": "cuda"}, False, False, EmbeddingError, "no CUDA GPU"),
     ({"device": "cuda", "backend": "onnx"}, True, False, EmbeddingError, "onnxruntime-gpu"),  # asked for explicitly
-    ({"dtype": "fp16"}, False, False, ConfigError, "needs AMX-BF16"),
-    ({"dtype": "fp16"}, False, True, ConfigError, "needs AMX-BF16"),  # AMX multiplies bf16, not fp16
+    ({"dtype": "fp16"}, False, False, ConfigError, "fp16 needs a GPU"),
+    ({"dtype": "fp16"}, False, True, ConfigError, "fp16 needs a GPU"),  # AMX multiplies bf16 here, not fp16
     ({"dtype": "bf16", "backend": "torch"}, False, False, ConfigError, "needs AMX-BF16"),
     ({"dtype": "fp16", "backend": "onnx-int8", "device": "cpu"}, True, False, ConfigError, "needs the torch backend"),
     ({"dtype": "bf16", "backend": "onnx"}, False, True, ConfigError, "needs the torch backend"),
