@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -14,32 +17,77 @@ from ragloom.errors import EmbeddingError
 MAX_BATCH_TOKENS = 8192
 
 
+def folder_shape(path: str) -> tuple[int, int] | None:
+    """(dimension, max tokens) of a plain sentence-transformers folder (a Transformer, mean or CLS pooling, an
+    optional Normalize), read from its JSON files without importing torch; None for any other layout."""
+    from ragloom.embedding.onnx import ModelLayout, _read_json  # deferred: the backend's own module
+
+    folder = Path(path)
+    if not (folder / "modules.json").is_file():
+        return None
+    kinds = sorted(m.get("type", "").rsplit(".", 1)[-1] for m in _read_json(folder / "modules.json"))
+    if kinds not in (["Pooling", "Transformer"], ["Normalize", "Pooling", "Transformer"]):
+        return None
+    try:
+        layout = ModelLayout(folder)
+    except EmbeddingError:
+        return None
+    return layout.dimension, layout.max_tokens
+
+
 class SentenceTransformerEmbedder(Embedder):
+    """Loads its model at the first ``encode`` when the folder says its dimension and token limit (``lazy``): a
+    sync with nothing new to embed never imports torch (~5 s and ~1 GB in each ingest process)."""
+
     def __init__(self, model: str = "", device: str = "cpu", batch_size: int = 64, dtype: str = "fp32",
-                 max_batch_tokens: int | None = MAX_BATCH_TOKENS) -> None:
-        from sentence_transformers import SentenceTransformer
-
+                 max_batch_tokens: int | None = MAX_BATCH_TOKENS, lazy: bool = True) -> None:
         path = resolve_model_path(model)
-        try:
-            self._model = SentenceTransformer(path, device=device)
-        except Exception as e:  # the library raises many kinds; all mean "cannot load"
-            raise EmbeddingError(f"could not load embedding model {path!r}: {e}") from e
-        import torch  # deferred: loaded by sentence-transformers above already
-
-        # Always the dtype asked for: transformers 5 loads a checkpoint in its stored dtype, so an fp16 checkpoint
-        # would run in fp16 (slowly, on a CPU) under a model id that says fp32. Half precision is for a GPU;
-        # vectors come back as float32 either way.
-        self._model.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype])
+        self._path, self._device, self._dtype = path, device, dtype
+        self._loaded: Any = None
+        self._lock = threading.Lock()
         self.batch_size = batch_size
         # On a GPU whole batches are what is fast, and its memory is the model's to use.
         self.max_batch_tokens = max_batch_tokens if device == "cpu" else None
-        self.dimension = int(self._model.get_embedding_dimension())
-        self.max_tokens = int(self._model.max_seq_length)
+        shape = folder_shape(path) if lazy else None
+        if shape is None:
+            shape = self._shape(self._model)
+        self.dimension, self.max_tokens = shape
         precision = "" if dtype == "fp32" else f"|{dtype}"
         self.model_id = f"{model or 'all-MiniLM-L6-v2'}|torch|{self.dimension}{precision}"
         self.model_path = path
         self.backend = "torch"
         self._renormalize = dtype != "fp32"  # normalized in half precision: norms off by up to ~1e-2
+
+    @staticmethod
+    def _shape(loaded: Any) -> tuple[int, int]:
+        return int(loaded.get_embedding_dimension()), int(loaded.max_seq_length)
+
+    @property
+    def _model(self) -> Any:
+        """The loaded SentenceTransformer (loaded on first use)."""
+        with self._lock:
+            if self._loaded is None:
+                self._loaded = self._load()
+            return self._loaded
+
+    def _load(self) -> Any:
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            loaded = SentenceTransformer(self._path, device=self._device)
+        except Exception as e:  # the library raises many kinds; all mean "cannot load"
+            raise EmbeddingError(f"could not load embedding model {self._path!r}: {e}") from e
+        import torch  # deferred: loaded by sentence-transformers above already
+
+        # Always the dtype asked for: transformers 5 loads a checkpoint in its stored dtype, so an fp16 checkpoint
+        # would run in fp16 (slowly, on a CPU) under a model id that says fp32. Half precision is for a GPU (or
+        # bf16 on a CPU with AMX); vectors come back as float32 either way.
+        loaded.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[self._dtype])
+        shape = self._shape(loaded)
+        if hasattr(self, "dimension") and shape != (self.dimension, self.max_tokens):
+            raise EmbeddingError(f"{self._path}: the loaded model has dimension and token limit {shape}, its folder "
+                                 f"said {(self.dimension, self.max_tokens)}")
+        return loaded
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

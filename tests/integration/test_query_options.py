@@ -59,7 +59,8 @@ def corpus(settings: Settings, tmp_path_factory, register_chunker_for_module, mo
         sync_vectors(vectors, embedder, chunking, chunks, cache=cache)
         if chunking == "recursive":
             sync_graph(graph, EntityExtractor(nlp), chunking, chunks)
-    return Corpus(ns, Ragloom(ns, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp))
+    queries = make_embedder(settings, short_texts=True)  # as every API embeds queries (the CLI's too)
+    return Corpus(ns, Ragloom(ns, vectors=vectors, graph=graph, embedder=queries, nlp=nlp))
 
 
 @pytest.fixture

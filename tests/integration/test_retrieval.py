@@ -73,7 +73,9 @@ def index(settings: Settings, models, module_weaviate_store_factory,
             sync_vectors(vectors, embedder, chunking, chunks, cache=cache)
             if chunking in graph_for:
                 sync_graph(graph, EntityExtractor(nlp), chunking, chunks)
-        return Corpus(ns, vectors, graph, Ragloom(ns, vectors=vectors, graph=graph, embedder=embedder, nlp=nlp))
+        # queries embedded as every API embeds them (backend auto: onnx-int8 on a CPU, whatever embedded the chunks)
+        queries = make_embedder(settings, short_texts=True)
+        return Corpus(ns, vectors, graph, Ragloom(ns, vectors=vectors, graph=graph, embedder=queries, nlp=nlp))
 
     return run
 

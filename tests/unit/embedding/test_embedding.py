@@ -67,6 +67,20 @@ def test_torch_bf16_runs_where_the_cpu_has_amx_and_stays_close_to_fp32(abstracts
     assert _cosines(vectors, reference).min() > 0.99
 
 
+def test_the_torch_embedder_loads_its_model_at_the_first_encode(abstracts, reference):
+    """Dimension, token limit and model id come from the folder; torch loads only when there is text to embed (a
+    sync with nothing new never pays for it), and the loaded model agrees with what the folder said."""
+    from ragloom.embedding.sentence_transformer import SentenceTransformerEmbedder
+
+    lazy = SentenceTransformerEmbedder(batch_size=32)
+    assert lazy._loaded is None and (lazy.dimension, lazy.max_tokens) == (384, 256)
+    assert lazy.encode([]).shape == (0, 384) and lazy._loaded is None
+    eager = SentenceTransformerEmbedder(batch_size=32, lazy=False)
+    assert eager._loaded is not None
+    assert (lazy.model_id, lazy.dimension, lazy.max_tokens) == (eager.model_id, eager.dimension, eager.max_tokens)
+    assert np.array_equal(lazy.encode(abstracts), reference) and lazy._loaded is not None
+
+
 def test_onnx_int8_stays_close_to_torch(abstracts, reference, int8_embedder):
     cos = _cosines(int8_embedder.encode(abstracts), reference)
     # per-channel int8: measured min 0.990 / mean 0.995 on 128 abstracts (per-tensor would be ~0.90 / 0.94)
