@@ -227,3 +227,37 @@ def test_the_query_side_follows_the_model_the_collection_was_built_with(store, d
     sync_vectors(store, tiny, STRATEGY, chunks)  # another model: the query side builds it
     follower = Ragloom(settings, vectors=store).context.embedder
     assert follower.model_id == tiny.model_id and follower.dimension == 32
+
+
+_NO_OP_SYNC = """
+import json, pickle, sys
+from dataclasses import replace
+from ragloom.embedding import make_embedder
+from ragloom.indexing.vectors import sync_vectors
+from ragloom.settings import Settings
+from ragloom.stores.weaviate import WeaviateStore
+chunks = pickle.loads(open(sys.argv[1], "rb").read())
+embedder = make_embedder({"backend": "torch", "device": "cpu", "dtype": "fp32"})
+with WeaviateStore.connect(replace(Settings.from_env(), collection_prefix=sys.argv[2])) as store:
+    report = sync_vectors(store, embedder, "recursive", chunks)
+print(json.dumps({"inserted": report.inserted, "unchanged": report.unchanged, "torch": "torch" in sys.modules}))
+"""
+
+
+def test_a_sync_with_nothing_new_never_loads_the_torch_model(store, documents, chunker, tmp_path):
+    """The torch embedder (backend auto's choice for passages on a CPU with AMX, and on a GPU) loads its model at
+    the first encode: a scheduled re-run with nothing new pays no torch import (~5 s) in its process."""
+    import pickle
+    import subprocess
+    import sys
+
+    chunks = chunker.chunk_many(documents[:3])
+    torch_fp32 = make_embedder({"backend": "torch", "device": "cpu", "dtype": "fp32"})
+    assert sync_vectors(store, torch_fp32, STRATEGY, chunks).inserted == len(chunks)
+    (tmp_path / "chunks.pkl").write_bytes(pickle.dumps(chunks))
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _NO_OP_SYNC, str(tmp_path / "chunks.pkl"), store.prefix],
+                          cwd=repo, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"inserted": 0, "unchanged": len(chunks), "torch": False}
