@@ -8,7 +8,7 @@ store, no cache) runs in the same run, so embed-only and embed + write compare d
 runs in its own process so peak RSS belongs to it alone; model loading and chunking are excluded from every
 timing. Targets (2 cores): ratio >= 3, embed + write >= 150 chunks/s, no-op >= 50x.
 
-    python benchmarks/ingest_vectors.py [--backend auto] [--documents 0] [--sizes 0.1,0.3]
+    python benchmarks/ingest_vectors.py [--backend onnx-int8] [--documents 0] [--sizes 0.1,0.3]
 """
 
 from __future__ import annotations
@@ -137,8 +137,8 @@ def _child(phase: str, args: argparse.Namespace, **extra: object) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--backend", default="auto",
-                        help="ragloom backend: auto (as shipped) | torch | onnx | onnx-int8")
+    parser.add_argument("--backend", default="onnx-int8",
+                        help="ragloom backend: onnx-int8 (the default) | auto | torch | onnx")
     parser.add_argument("--batch-size", type=int, default=256, help="chunks per sync batch (embed + write)")
     parser.add_argument("--embed-batch", type=int, default=0,
                         help="texts per model call, both sides (0: ragloom's default by device; the baseline 64)")

@@ -4,9 +4,11 @@ batch, dtype.
 ``device=auto`` (the default) takes a CUDA GPU when one is present. The ONNX backends have no GPU path here
 (onnxruntime without its CUDA provider), so on a GPU the torch backend runs instead, in fp16: the same weights,
 vectors of the same family (``ragloom.embedding.base.same_family``), so collections built on either side serve
-the other. ``backend=auto`` (the default) is the fastest backend measured for the work on this machine: torch
+the other. ``backend=auto`` (opt-in) is the fastest backend measured for the work on this machine: torch
 (fp16) on a GPU; on a CPU with AMX-BF16 (Intel Sapphire Rapids and later) torch in bf16 for passages and
-onnx-int8 for short texts (queries, entity names); onnx-int8 on any other CPU. Batch size and dtype default by
+onnx-int8 for short texts (queries, entity names); onnx-int8 on any other CPU. It is not the default: with
+passages in bf16, graph_rag lost 0.012 nDCG@10 on MuSiQue dev, with the paired CI below zero
+(docs/experiments/2026-11-27-amx-bf16-embedder.md). Batch size and dtype default by
 device; settings override both.
 """
 
@@ -32,16 +34,16 @@ DTYPES = ("auto", "fp32", "fp16", "bf16")
 # on an H200: 1,618 texts/s at 64, 2,578 at 256, 2,973 at 1,024).
 DEFAULT_BATCH = {"cpu": 32, "cuda": 512}
 # The torch backend's dtype when the settings say auto: fp16 on a GPU (min cosine 0.999 to fp32 on SciFact
-# abstracts, bf16 0.996; up to ~1.5x fp32's speed there); bf16 on a CPU with AMX-BF16, whose tile unit multiplies
-# bf16 matrices (on 2 Sapphire Rapids cores, SciFact chunks: 210 chunks/s against fp32's 71 and onnx-int8's 122;
-# min cosine to fp32 0.996, int8's 0.987: docs/experiments/2026-11-27-amx-bf16-embedder.md); fp32 on other CPUs.
-# The ONNX backends run fp32 (or their int8) graphs.
+# abstracts, bf16 0.996; up to ~1.5x fp32's speed there); under backend auto, bf16 on a CPU with AMX-BF16, whose
+# tile unit multiplies bf16 matrices (on 2 Sapphire Rapids cores, SciFact chunks: 210 chunks/s against fp32's 71
+# and onnx-int8's 122; min cosine to fp32 0.996, int8's 0.987: docs/experiments/2026-11-27-amx-bf16-embedder.md);
+# fp32 on other CPUs. The ONNX backends run fp32 (or their int8) graphs.
 DEFAULT_DTYPE = {"cpu": "fp32", "cpu-amx": "bf16", "cuda": "fp16"}
 
 
 @dataclass(frozen=True)
 class EmbedderParams:
-    backend: str = "auto"  # the default of Settings.embed_backend
+    backend: str = "onnx-int8"  # the default of Settings.embed_backend
     model: str = ""  # name or path; '' = all-MiniLM-L6-v2 from its PyPI package
     device: str = "auto"  # cpu | cuda | cuda:N | auto (a CUDA GPU when present, else cpu)
     batch_size: int = 0  # texts per model call; 0 = by device (DEFAULT_BATCH)
@@ -139,8 +141,8 @@ def plan(params: EmbedderParams, *, short_texts: bool = False, has_cuda: bool | 
         backend = "torch" if (amx and not short_texts) or params.dtype in ("fp16", "bf16") else "onnx-int8"
     if params.dtype != "auto":
         dtype = params.dtype
-    elif backend == "torch":
-        dtype = DEFAULT_DTYPE["cpu-amx" if amx else kind]
+    elif backend == "torch":  # bf16 on the CPU when auto chose torch for AMX; torch asked for by name stays fp32
+        dtype = DEFAULT_DTYPE["cpu-amx" if amx and params.backend == "auto" else kind]
     else:
         dtype = "fp32"
     if dtype != "fp32":

@@ -59,7 +59,7 @@ def test_torch_bf16_runs_where_the_cpu_has_amx_and_stays_close_to_fp32(abstracts
         with pytest.raises(ConfigError, match="needs AMX-BF16"):
             make_embedder({"backend": "torch", "dtype": "bf16", "device": "cpu"})
         return
-    bf16 = make_embedder({"backend": "torch", "device": "cpu"})  # auto: bf16 here
+    bf16 = make_embedder({"backend": "auto", "device": "cpu"})  # auto: torch in bf16 here
     assert bf16.model_id.endswith("|bf16")
     vectors = bf16.encode(abstracts)
     assert vectors.dtype == np.float32 and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
@@ -199,7 +199,7 @@ def test_cuda_is_used_when_present_and_refused_when_absent():
 
     assert cuda_present() == torch.cuda.is_available()
     if torch.cuda.is_available():
-        embedder = make_embedder(EmbedderParams(device="auto"))  # the default backend, auto
+        embedder = make_embedder(EmbedderParams(device="auto"))  # the default backend, onnx-int8, asked for
         assert embedder.encode(["x"]).shape == (1, 384)
         assert str(embedder._model.device).startswith("cuda") and embedder.backend == "torch"
     else:
@@ -213,18 +213,22 @@ def test_cuda_is_used_when_present_and_refused_when_absent():
     # device auto: the GPU when there is one, with torch in the ONNX backends' place when onnxruntime has no CUDA
     ({}, False, False, False, ("onnx-int8", "cpu", 32, "fp32")),
     ({}, True, False, False, ("torch", "cuda", 512, "fp16")),
-    ({}, True, True, True, ("torch", "cuda", 512, "fp16")),  # backend auto: torch on a GPU
-    ({"backend": "onnx-int8"}, True, True, False, ("onnx-int8", "cuda", 512, "fp32")),
+    ({}, True, True, False, ("onnx-int8", "cuda", 512, "fp32")),  # the default, onnx-int8, where it has CUDA
+    ({"backend": "auto"}, True, True, True, ("torch", "cuda", 512, "fp16")),  # auto: torch on a GPU
     ({"backend": "torch"}, True, False, False, ("torch", "cuda", 512, "fp16")),
-    # a CPU with AMX-BF16: torch in bf16 for batches (queries: the next test)
-    ({}, False, False, True, ("torch", "cpu", 32, "bf16")),
-    ({"backend": "torch", "device": "cpu"}, True, False, True, ("torch", "cpu", 32, "bf16")),
+    # a CPU with AMX-BF16: the default stays onnx-int8; auto takes torch in bf16 for passages (short texts: the
+    # next test)
+    ({}, False, False, True, ("onnx-int8", "cpu", 32, "fp32")),
+    ({"backend": "auto"}, False, False, True, ("torch", "cpu", 32, "bf16")),
+    ({"backend": "auto"}, False, False, False, ("onnx-int8", "cpu", 32, "fp32")),
+    ({"backend": "torch", "device": "cpu"}, True, False, True, ("torch", "cpu", 32, "fp32")),  # by name: fp32
+    ({"backend": "auto", "device": "cpu"}, True, False, True, ("torch", "cpu", 32, "bf16")),
     ({"backend": "torch"}, False, False, False, ("torch", "cpu", 32, "fp32")),
     ({"backend": "onnx-int8"}, False, False, True, ("onnx-int8", "cpu", 32, "fp32")),  # asked for: kept
     # settings override batch size, dtype and device
     ({"batch_size": 1024, "dtype": "bf16"}, True, False, False, ("torch", "cuda", 1024, "bf16")),
     ({"device": "cpu"}, True, False, False, ("onnx-int8", "cpu", 32, "fp32")),
-    ({"dtype": "fp32"}, False, False, True, ("torch", "cpu", 32, "fp32")),
+    ({"backend": "auto", "dtype": "fp32"}, False, False, True, ("torch", "cpu", 32, "fp32")),
     ({"device": "cuda:1", "backend": "torch", "dtype": "fp32"}, True, False, False, ("torch", "cuda:1", 512, "fp32")),
 ])
 def test_backend_batch_and_dtype_follow_the_device(params, gpu, onnx_gpu, amx, expected):
@@ -242,15 +246,15 @@ def test_backend_batch_and_dtype_follow_the_device(params, gpu, onnx_gpu, amx, e
 def test_backend_auto_embeds_queries_with_the_fastest_backend_for_one_text(gpu, amx, expected):
     from ragloom.embedding.factory import plan
 
-    chosen = plan(EmbedderParams(), short_texts=True, has_cuda=gpu, onnx_cuda=False, has_amx=amx)
+    chosen = plan(EmbedderParams(backend="auto"), short_texts=True, has_cuda=gpu, onnx_cuda=False, has_amx=amx)
     assert (chosen.backend, chosen.dtype) == expected
 
 
 @pytest.mark.parametrize("params, gpu, amx, error, message", [
     ({"device": "cuda"}, False, False, EmbeddingError, "no CUDA GPU"),
     ({"device": "cuda", "backend": "onnx"}, True, False, EmbeddingError, "onnxruntime-gpu"),  # asked for explicitly
-    ({"dtype": "fp16"}, False, False, ConfigError, "fp16 needs a GPU"),
-    ({"dtype": "fp16"}, False, True, ConfigError, "fp16 needs a GPU"),  # AMX multiplies bf16 here, not fp16
+    ({"dtype": "fp16", "backend": "auto"}, False, False, ConfigError, "fp16 needs a GPU"),
+    ({"dtype": "fp16", "backend": "auto"}, False, True, ConfigError, "fp16 needs a GPU"),  # AMX: bf16, not fp16
     ({"dtype": "bf16", "backend": "torch"}, False, False, ConfigError, "needs AMX-BF16"),
     ({"dtype": "fp16", "backend": "onnx-int8", "device": "cpu"}, True, False, ConfigError, "needs the torch backend"),
     ({"dtype": "bf16", "backend": "onnx"}, False, True, ConfigError, "needs the torch backend"),
