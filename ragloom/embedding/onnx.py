@@ -62,6 +62,7 @@ class ModelLayout:
         self.model_dir = model_dir
         modules = _read_json(model_dir / "modules.json") if (model_dir / "modules.json").exists() else []
         types = {m.get("type", "").rsplit(".", 1)[-1]: m.get("path", "") for m in modules} if modules else {}
+        self.module_kinds = sorted(m.get("type", "").rsplit(".", 1)[-1] for m in modules)  # e.g. Pooling, Transformer
         self.transformer_dir = model_dir / types.get("Transformer", "")
         pooling = _read_json(model_dir / types["Pooling"] / "config.json") if "Pooling" in types else {}
         self.pooling = "cls" if pooling.get("pooling_mode_cls_token") else "mean"

@@ -20,17 +20,13 @@ MAX_BATCH_TOKENS = 8192
 def folder_shape(path: str) -> tuple[int, int] | None:
     """(dimension, max tokens) of a plain sentence-transformers folder (a Transformer, mean or CLS pooling, an
     optional Normalize), read from its JSON files without importing torch; None for any other layout."""
-    from ragloom.embedding.onnx import ModelLayout, _read_json  # deferred: the backend's own module
+    from ragloom.embedding.onnx import ModelLayout  # deferred: the ONNX backend's reader of the same folders
 
-    folder = Path(path)
-    if not (folder / "modules.json").is_file():
-        return None
-    kinds = sorted(m.get("type", "").rsplit(".", 1)[-1] for m in _read_json(folder / "modules.json"))
-    if kinds not in (["Pooling", "Transformer"], ["Normalize", "Pooling", "Transformer"]):
-        return None
     try:
-        layout = ModelLayout(folder)
+        layout = ModelLayout(Path(path))
     except EmbeddingError:
+        return None
+    if layout.module_kinds not in (["Pooling", "Transformer"], ["Normalize", "Pooling", "Transformer"]):
         return None
     return layout.dimension, layout.max_tokens
 
@@ -48,10 +44,8 @@ class SentenceTransformerEmbedder(Embedder):
         self.batch_size = batch_size
         # On a GPU whole batches are what is fast, and its memory is the model's to use.
         self.max_batch_tokens = max_batch_tokens if device == "cpu" else None
-        shape = folder_shape(path) if lazy else None
-        if shape is None:
-            shape = self._shape(self._model)
-        self.dimension, self.max_tokens = shape
+        self._expected = folder_shape(path) if lazy else None  # what the folder says; the loaded model must agree
+        self.dimension, self.max_tokens = self._expected or self._shape(self._model)
         precision = "" if dtype == "fp32" else f"|{dtype}"
         self.model_id = f"{model or 'all-MiniLM-L6-v2'}|torch|{self.dimension}{precision}"
         self.model_path = path
@@ -84,9 +78,9 @@ class SentenceTransformerEmbedder(Embedder):
         # bf16 on a CPU with AMX); vectors come back as float32 either way.
         loaded.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[self._dtype])
         shape = self._shape(loaded)
-        if hasattr(self, "dimension") and shape != (self.dimension, self.max_tokens):
+        if self._expected is not None and shape != self._expected:
             raise EmbeddingError(f"{self._path}: the loaded model has dimension and token limit {shape}, its folder "
-                                 f"said {(self.dimension, self.max_tokens)}")
+                                 f"said {self._expected}")
         return loaded
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
