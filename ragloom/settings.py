@@ -263,9 +263,10 @@ class Settings:
         "embedding model name or local path; default all-MiniLM-L6-v2 from its PyPI package")
     embed_backend: str = _setting("onnx-int8",
         "onnx-int8 | onnx | torch | auto. auto: torch on a GPU; on a CPU with AMX-BF16 (Intel Sapphire Rapids and "
-        "later) torch in bf16 for passages (~1.4x int8's ingest speed, but graph_rag lost ~0.01 nDCG@10 on MuSiQue "
-        "dev) and onnx-int8 for short texts (queries, entity names); else onnx-int8. All four give vectors of one "
-        "family, so a change keeps the collections (only new chunks are embedded by the new backend)")
+        "later) torch in bf16 for passages and onnx-int8 for short texts (queries, entity names); else onnx-int8. "
+        "auto ingests faster there but is not the default (why, with figures: the embedding-backend design page). "
+        "All four give vectors of one family, so a change keeps the collections (only new chunks are embedded by "
+        "the new backend)")
     embed_device: str = _setting("auto",
         "auto (a CUDA GPU when one is present, where the torch backend runs in the ONNX backends' place: the same "
         "vectors' family), cpu, cuda or cuda:N")
