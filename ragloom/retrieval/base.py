@@ -259,6 +259,11 @@ class SearchRequest:
         call goes through it; the store translates the tree to its own query language."""
         return build_where(self.scope, self.filters, *self.visibility, *extra)
 
+    def scope_only(self) -> bool:
+        """Whether ``where()`` is the scope alone (no user filter, no visibility node): then a chunk the scope
+        lets the query read is one the store returns."""
+        return self.filters is None and not self.visibility
+
     def vector(self) -> np.ndarray:
         """The query's embedding, computed once per search."""
         if self._vector is None:

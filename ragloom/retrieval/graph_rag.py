@@ -41,7 +41,10 @@ class GraphRagRetriever(Retriever):
 
     The lane asks for its candidates' ids and scores only; the chunks the answer returns are read whole by one
     fetch at the end (``lane_read``), so the ~30 candidates that are never shown cost neither Weaviate nor the
-    client their text, properties and vectors.
+    client their text, properties and vectors. Under the scope alone (no user filter or visibility node) the
+    walk's chunks are read in that same fetch, so a query makes two store calls; with a filter the graph cannot
+    see, they are fetched under it before they are placed (``fetch``), as they are when the final read misses a
+    chunk the graph still holds.
     """
 
     summary = "Personalized PageRank over the chunk-entity graph, seeded by the query's entities and a vector lane"
@@ -157,20 +160,20 @@ class GraphRagRetriever(Retriever):
                 reset[graph.n_chunks + entity] = weight
             mass = ppr.bounded_pagerank(walk.transposed, walk.dangling, reset, max_hops=options["max_hops"],
                                         damping=options["damping"], max_iter=options["max_iter"])
-        items = self._ranked(request, graph, walk, mass, candidates)
-        signals = walk_gate.walk_signals(len(named), [c.score for c in candidates], [c.chunk_id for c in candidates],
-                                         [i.chunk_id for i in items], [i.score for i in items])
-        # with no lane to fall back to (it failed), the walk answers whatever its signals say
-        walked = not candidates or walk_gate.should_walk(signals, gate_thresholds(options))
-        if not walked:  # the walk ran, but its signals say it would not help: the lane's order answers
-            items = candidates[: request.fetch_k]
-        else:
-            if options["lane_weight"] > 0:
-                with request.stage("fusion"):
-                    items = fusion.rrf({"graph": items, "lane": candidates}, k=request.fetch_k,
-                                       weights={"lane": options["lane_weight"]})
-            items = walk_gate.combine(candidates, items, options["lane_head"], options["walk_slots"], request.fetch_k,
-                                      key=lambda item: item.chunk_id)
+        # With the scope as the store's only filter, every chunk the walk can see is one the store returns, so the
+        # walk's chunks are read whole with the lane's at the end (one fetch); a chunk the graph still holds but the
+        # store no longer does (a delete the graph has not seen yet) sends the query down the checked path.
+        checked = not request.scope_only()
+        items, walked, signals, unread = self._placed(request, graph, walk, mass, candidates, options, len(named),
+                                                      checked)
+        lane_ids = {item.chunk_id for item in candidates}
+        read = _read_whole(request, items, lane_ids | unread)
+        if unread & ({item.chunk_id for item in items} - {item.chunk_id for item in read}):
+            items, walked, signals, _ = self._placed(request, graph, walk, mass, candidates, options, len(named),
+                                                     checked=True)
+            read = _read_whole(request, items, lane_ids)
+        items = read
+        if walked:
             request.lane("graph")
         request.info["graph"] = {
             "seeds": [graph.entity_names[e] for e in entities], "named_in_query": len(named),
@@ -181,7 +184,6 @@ class GraphRagRetriever(Retriever):
             missing = sorted(predicates - set(graph.relation_types))
             if missing:
                 request.info["graph"]["unknown_relations"] = missing
-        items = _read_whole(request, items, {item.chunk_id for item in candidates})
         if options["graph_context"]:
             with request.stage("graph_context"):
                 explanation = graph_context.explain(graph, walk, mass, named or list(entities),
@@ -189,6 +191,26 @@ class GraphRagRetriever(Retriever):
             if explanation is not None:
                 return [graph_context.context_item(explanation, options["context_format"]), *items]
         return items
+
+    def _placed(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk, mass: np.ndarray,
+                candidates: list[RetrievedItem], options: dict[str, Any], named: int, checked: bool
+                ) -> tuple[list[RetrievedItem], bool, walk_gate.WalkSignals, set[str]]:
+        """The answer's order before its final read: the walk's ranking, gated and combined with the lane's.
+        Returns (items, walked, the gate's signals, the ids of the walk's chunks not read yet)."""
+        items, unread = self._ranked(request, graph, walk, mass, candidates, checked)
+        signals = walk_gate.walk_signals(named, [c.score for c in candidates], [c.chunk_id for c in candidates],
+                                         [i.chunk_id for i in items], [i.score for i in items])
+        # with no lane to fall back to (it failed), the walk answers whatever its signals say
+        walked = not candidates or walk_gate.should_walk(signals, gate_thresholds(options))
+        if not walked:  # the walk ran, but its signals say it would not help: the lane's order answers
+            return candidates[: request.fetch_k], walked, signals, unread
+        if options["lane_weight"] > 0:
+            with request.stage("fusion"):
+                items = fusion.rrf({"graph": items, "lane": candidates}, k=request.fetch_k,
+                                   weights={"lane": options["lane_weight"]})
+        items = walk_gate.combine(candidates, items, options["lane_head"], options["walk_slots"], request.fetch_k,
+                                  key=lambda item: item.chunk_id)
+        return items, walked, signals, unread
 
     def _named_entities(self, request: SearchRequest, store: GraphStore, graph: RetrievalGraph, walk: Walk,
                         min_similarity: float = 0.0) -> list[int]:
@@ -210,19 +232,25 @@ class GraphRagRetriever(Retriever):
             return [e for e in found if walk.visible_entities[e]]
 
     def _ranked(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk, mass: np.ndarray,
-                candidates: list[RetrievedItem]) -> list[RetrievedItem]:
-        """Readable chunks by mass; chunks the lane did not return are fetched under the scope and filters."""
+                candidates: list[RetrievedItem], checked: bool) -> tuple[list[RetrievedItem], set[str]]:
+        """Readable chunks by mass, and the ids of those not read yet. ``checked``: chunks the lane did not return
+        are fetched whole under the query's filters first (those the filters leave out are skipped); otherwise
+        they are placed by id alone, for the final read."""
         chunk_mass = np.where(walk.visible_chunks, mass[: graph.n_chunks], 0.0)
         want = request.fetch_k
         order = np.argsort(-chunk_mass, kind="stable")[: want * 2]
         ranked_ids = [graph.chunk_ids[n] for n in order if chunk_mass[n] > 0]
         by_id = {item.chunk_id: item for item in candidates}
         missing = [c for c in ranked_ids if c not in by_id]
-        if missing:
+        unread: set[str] = set()
+        if missing and checked:
             where = request.where()
             fetched = store_call(request, "fetch", lambda: self.context.vectors.fetch(
                 self.chunking, missing, where=where, include_vectors=request.include_vectors))
             by_id.update({item.chunk_id: item for item in fetched})
+        elif missing:
+            by_id.update({c: RetrievedItem(chunk_id=c, document_id="", text="", score=0.0) for c in missing})
+            unread = set(missing)
         out: list[RetrievedItem] = []
         for chunk_id in ranked_ids:
             item = by_id.get(chunk_id)
@@ -234,10 +262,11 @@ class GraphRagRetriever(Retriever):
             item.lane_scores["graph"] = item.score
             out.append(item)
             if len(out) >= want:
-                return out
-        taken = {item.chunk_id for item in out}
-        out.extend(item for item in candidates if item.chunk_id not in taken)  # chunks the graph does not hold
-        return out[:want]
+                break
+        else:
+            taken = {item.chunk_id for item in out}
+            out.extend(item for item in candidates if item.chunk_id not in taken)  # chunks the graph does not hold
+        return out[:want], unread & {item.chunk_id for item in out[:want]}
 
 
 def gate_thresholds(options: dict[str, Any]) -> walk_gate.GateThresholds:

@@ -408,6 +408,64 @@ def test_graph_rag_reads_whole_the_chunks_its_ids_only_lane_returns(musique, mus
         assert all(len(i.metadata["vector"]) == 384 for r in thin for i in r.items if i.rank > 0)
 
 
+def _checked_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """graph_rag as a filtered query runs it: the walk's chunks are fetched under the filters before the gate."""
+    from ragloom.retrieval.base import SearchRequest
+
+    monkeypatch.setattr(SearchRequest, "scope_only", lambda self: False)
+
+
+def _walk_only(result: RetrievalResult) -> list[str]:
+    """Chunks the walk placed that its vector lane did not return."""
+    return [i.chunk_id for i in result.items
+            if i.metadata.get("source") != "graph_rag" and "hybrid" not in i.lane_scores]
+
+
+@pytest.mark.parametrize("options", [{"k": 10, **WALK_ALWAYS}, {"k": 10}], ids=["walk", "gate"])
+def test_graph_rag_under_the_scope_alone_reads_the_store_once_after_its_lane(musique, musique_corpus, monkeypatch,
+                                                                              options):
+    """With no filter beyond the scope, the walk's chunks are read whole with the lane's in one fetch at the end:
+    the answer is the one the checked path gives, to the text, score, rank and metadata."""
+    queries = [q.text for q in musique.queries[:8]]
+    one = [musique_corpus.rag.query(q, strategy="graph_rag", **options) for q in queries]
+    with monkeypatch.context() as m:
+        _checked_path(m)
+        checked = [musique_corpus.rag.query(q, strategy="graph_rag", **options) for q in queries]
+    assert any(_walk_only(r) for r in one)  # the walk placed chunks its lane did not return
+    assert all("fetch" not in r.metadata.timings_ms for r in one)
+    assert any("fetch" in r.metadata.timings_ms for r in checked)
+    assert [_whole(r) for r in one] == [_whole(r) for r in checked]
+
+
+def test_graph_rag_a_chunk_the_store_lost_and_the_graph_still_holds_is_passed_over(musique, musique_corpus,
+                                                                                   monkeypatch):
+    """A delete the graph has not seen yet: the chunk the walk placed is not in the store's final read, so the
+    query is ranked again on the checked path, and the next chunk takes its place."""
+    rag, options = musique_corpus.rag, {"k": 10, **WALK_ALWAYS}
+    query, lost = next((q.text, walked[0]) for q in musique.queries
+                       if (walked := _walk_only(rag.query(q.text, strategy="graph_rag", **options))))
+    store = rag.context.vectors
+    fetch = store.fetch
+    monkeypatch.setattr(store, "fetch", lambda strategy, ids, **kw: fetch(strategy, [c for c in ids if c != lost],
+                                                                          **kw))
+    after = rag.query(query, strategy="graph_rag", **options)
+    with monkeypatch.context() as m:
+        _checked_path(m)
+        checked = rag.query(query, strategy="graph_rag", **options)
+    assert lost not in [i.chunk_id for i in after.items] and len(after.items) == 11  # the context item and k chunks
+    assert "fetch" in after.metadata.timings_ms  # the checked path answered
+    assert _whole(after) == _whole(checked)
+
+
+def test_graph_rag_with_a_user_filter_fetches_the_walks_chunks_under_it(musique, musique_corpus):
+    """A user filter the graph cannot see: the walk's chunks are fetched under it before they are placed."""
+    results = [musique_corpus.rag.query(q.text, strategy="graph_rag", k=10, **WALK_ALWAYS,
+                                        filters={"document_id": {"not": "no-such-document"}})
+               for q in musique.queries[:8]]
+    walked = [r for r in results if _walk_only(r)]
+    assert walked and all("fetch" in r.metadata.timings_ms for r in walked)
+
+
 def test_graph_rag_without_a_named_entity_answers_like_its_vector_lane(musique_corpus):
     # a query naming no graph entity: the hybrid lane already in flight answers (not re-run)
     result = musique_corpus.rag.query("what is it about?", strategy="graph_rag", k=3, abstain=False,
