@@ -104,13 +104,12 @@ def explain(graph: RetrievalGraph, walk: Walk, mass: np.ndarray, sources: Sequen
                 targets.setdefault(int(e), node)
     # the entities the walk weighs most: a chunk names many, and a path to each would bury the answer
     targets = {e: targets[e] for e in sorted(targets, key=lambda e: (-mass[n_chunks + e], e))[:PATH_TARGETS]}
-    keep = sp.diags(alive.astype(np.float64))
     # per target, its most probable path over typed relations, else over every walked relation
     best: dict[int, tuple[float, list[int], bool]] = {}
     for typed_only, cost in ((True, costs["typed"]), (False, costs["all"])):
         if not targets or cost.nnz == 0:
             continue
-        dist, predecessors, _ = dijkstra((keep @ cost @ keep).tocsr(), directed=True, indices=sources,
+        dist, predecessors, _ = dijkstra(_between_alive(cost, alive), directed=True, indices=sources,
                                          min_only=True, return_predecessors=True)
         for target in targets:
             if np.isfinite(dist[target]) and target not in best:
@@ -175,11 +174,22 @@ def _costs(graph: RetrievalGraph, walk: Walk) -> dict[str, Any] | None:
             on = sp.csr_matrix((np.ones(2 * len(a)), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(n, n))
             cost = step.multiply(on > 0).tocsr()
             cost.eliminate_zeros()
-            # a tiny floor: csgraph reads a stored zero as "no edge", and p = 1 would cost exactly zero
+            # a tiny floor: a step of p = 1 costs more than nothing (scipy 1.17's csgraph walks a stored zero
+            # as an edge of no cost)
             cost.data = -np.log(cost.data) + 1e-12
             out[name] = cost
     walk.derived["explain"] = out
     return out
+
+
+def _between_alive(cost: sp.csr_matrix, alive: np.ndarray) -> sp.csr_matrix:
+    """``cost`` without the steps into or out of an entity not ``alive``: ``diag(alive) @ cost @ diag(alive)``,
+    in one pass over the stored steps instead of two sparse products (~1.5 ms a query on SciFact's graph). The
+    steps are dropped, not zeroed: csgraph reads a stored zero as an edge of no cost."""
+    rows = np.repeat(np.arange(cost.shape[0]), np.diff(cost.indptr))
+    keep = alive[rows] & alive[cost.indices]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=cost.shape[0]))])
+    return sp.csr_matrix((cost.data[keep], cost.indices[keep], indptr), shape=cost.shape)
 
 
 def _chain(predecessors: np.ndarray, end: int) -> list[int]:

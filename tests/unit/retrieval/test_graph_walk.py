@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.sparse.csgraph import dijkstra
 
 from ragloom.errors import ConfigError, QueryError
 from ragloom.query import parse_query
@@ -307,3 +308,26 @@ def test_explanation_in_one_scope_names_nothing_of_another():
     assert "zephyr" not in text.lower() and "g1" not in text
     assert [(e["source"], e["type"], e["target"], e["chunk_id"]) for e in explanation.edges] == [
         ("falcon", "HOST", "bergen", "a1")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.floats(0.01, 5.0)), max_size=30),
+    st.lists(st.booleans(), min_size=n, max_size=n))))
+def test_steps_between_alive_entities_are_those_of_the_diagonal_product(case):
+    """The explanation's path search drops the steps into or out of an entity with no mass: the matrix equals
+    diag(alive) @ cost @ diag(alive), stores no zero (csgraph would walk one as a free step), and the shortest
+    paths over it are the same."""
+    n, steps, alive = case
+    rows, cols, costs = zip(*steps, strict=True) if steps else ((), (), ())
+    cost = sp.csr_matrix((costs, (rows, cols)), shape=(n, n))
+    alive = np.array(alive)
+    got = graph_context._between_alive(cost, alive)
+    keep = sp.diags(alive.astype(np.float64))
+    want = (keep @ cost @ keep).tocsr()
+    want.eliminate_zeros()
+    assert np.array_equal(got.toarray(), want.toarray()) and got.nnz == want.nnz and not (got.data == 0).any()
+    sources = [i for i in range(n) if alive[i]][:2]
+    if sources:
+        assert np.array_equal(dijkstra(got, indices=sources, min_only=True),
+                              dijkstra(want, indices=sources, min_only=True))
