@@ -196,7 +196,7 @@ class GraphRagRetriever(Retriever):
                 candidates: list[RetrievedItem], options: dict[str, Any], named: int, checked: bool
                 ) -> tuple[list[RetrievedItem], bool, walk_gate.WalkSignals, set[str]]:
         """The answer's order before its final read: the walk's ranking, gated and combined with the lane's.
-        Returns (items, walked, the gate's signals, the ids of the walk's chunks not read yet)."""
+        Returns (items, walked, the gate's signals, the ids of the walk's chunks placed by id alone)."""
         items, unread = self._ranked(request, graph, walk, mass, candidates, checked)
         signals = walk_gate.walk_signals(named, [c.score for c in candidates], [c.chunk_id for c in candidates],
                                          [i.chunk_id for i in items], [i.score for i in items])
@@ -233,9 +233,9 @@ class GraphRagRetriever(Retriever):
 
     def _ranked(self, request: SearchRequest, graph: RetrievalGraph, walk: Walk, mass: np.ndarray,
                 candidates: list[RetrievedItem], checked: bool) -> tuple[list[RetrievedItem], set[str]]:
-        """Readable chunks by mass, and the ids of those not read yet. ``checked``: chunks the lane did not return
-        are fetched whole under the query's filters first (those the filters leave out are skipped); otherwise
-        they are placed by id alone, for the final read."""
+        """Readable chunks by mass, and the ids of the chunks placed by id alone (none when ``checked``).
+        ``checked``: chunks the lane did not return are fetched whole under the query's filters first (those the
+        filters leave out are skipped); otherwise they are placed by id alone, for the final read."""
         chunk_mass = np.where(walk.visible_chunks, mass[: graph.n_chunks], 0.0)
         want = request.fetch_k
         order = np.argsort(-chunk_mass, kind="stable")[: want * 2]
@@ -266,7 +266,7 @@ class GraphRagRetriever(Retriever):
         else:
             taken = {item.chunk_id for item in out}
             out.extend(item for item in candidates if item.chunk_id not in taken)  # chunks the graph does not hold
-        return out[:want], unread & {item.chunk_id for item in out[:want]}
+        return out[:want], unread
 
 
 def gate_thresholds(options: dict[str, Any]) -> walk_gate.GateThresholds:
