@@ -15,7 +15,8 @@ abstract under new document ids until the recursive collection holds at least N 
 extraction (parsed once) written under renamed chunk and entity ids, so the graph grows like the corpus.
 
 The baseline, measured in the same run, is the least any vector query costs: embedding the query plus one
-Weaviate near-vector call, without ragloom's retrieval layer. Every strategy runs with its defaults
+Weaviate near-vector call, without ragloom's retrieval layer. No query embedding is kept
+(RAGLOOM_QUERY_VECTOR_CACHE=0): every strategy pays its own, as a new query would. Every strategy runs with its defaults
 (post-processing included). ``--abstention`` also prints the best dense cosine per query (what the
 abstention floor is compared with) for the SciFact claims and for off-topic questions.
 """
@@ -155,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     strategies = [s for s in args.strategies.split(",") if s]
     suffix = str(args.scale_to) if args.scale_to else ""
     namespace = GRAPH_NAMESPACE if args.prefix == PREFIX else args.prefix.lower()
+    # no query embedding kept (RAGLOOM_QUERY_VECTOR_CACHE=0): the strategies take turns on each query, and with
+    # the cache every strategy after the first reused the first one's embedding of it
     settings = dataclasses.replace(Settings.from_env(), collection_prefix=args.prefix + suffix,
-                                   graph_namespace=namespace + suffix)
+                                   graph_namespace=namespace + suffix, query_vector_cache=0)
     try:
         return measure(args, settings, strategies, log)
     finally:
