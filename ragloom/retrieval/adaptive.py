@@ -130,7 +130,8 @@ class AdaptiveRetriever(Retriever):
         cls = strategy_class(strategy)
         inner = cls(self.context, chunking=self.chunking)
         own = {k: v for k, v in inner.options.items() if k in cls.declared_options}
-        sub = dataclasses.replace(request, lanes_run=[], fallbacks=[], timings_ms={}, info={})
+        # every candidate: the tries are compared on their items (enough=None)
+        sub = dataclasses.replace(request, lanes_run=[], fallbacks=[], timings_ms={}, info={}, enough=None)
         try:
             items = inner.get_search_results(sub, **own)
         except RagloomError as e:

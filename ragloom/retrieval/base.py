@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -248,6 +249,10 @@ class SearchRequest:
     fetch_k: int  # candidates a strategy should return: k plus room for de-duplication
     include_vectors: bool
     visibility: tuple[Node, ...] = ()  # which injected items and namespaces the query may see (ragloom.dynamic)
+    # Whether the first of the strategy's items (whole, best first) already hold everything post-processing will
+    # keep: set by the template (None: post-processing reads every candidate). A strategy that reads its items
+    # late (graph_rag) may stop reading there.
+    enough: Callable[[list[RetrievedItem]], bool] | None = None
     lanes_run: list[str] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -357,6 +362,8 @@ class Retriever(ABC):
                 cached.metadata.cache = "hit"
                 return _unexpired(cached)
         request = self._request(q, post, reranker is not None)
+        if expansion is not None:  # its lists are fused with every candidate of this one
+            request.enough = None
         items = self.get_search_results(request, **opts)
         if expansion is not None:
             more = expansion(self, request, opts, items)
@@ -390,10 +397,14 @@ class Retriever(ABC):
             fetch_k = max(fetch_k, q.k, post["neighbour_candidates"] or q.k * 4)
         if reranks:
             fetch_k = max(fetch_k, post["rerank_candidates"])
+        # post-processing keeps the first k that survive de-duplication, unless a step reads every candidate
+        every = reranks or post["neighbour_weight"] or post["max_per_document"]
+        threshold = post["dedup_threshold"] if post["dedup"] else None
         return SearchRequest(
             query=q.text, k=q.k, scope=q.scope, filters=self.context.bind_filters(self.chunking, q.filters),
             chunking=self.chunking, context=self.context, fetch_k=min(MAX_K * 2, fetch_k),
-            include_vectors=post["dedup"] or post["abstain"] or post["keep_vectors"], visibility=visibility)
+            include_vectors=post["dedup"] or post["abstain"] or post["keep_vectors"], visibility=visibility,
+            enough=None if every else functools.partial(pp.keeps, k=q.k, threshold=threshold))
 
     def _info(self, q: Query, request: SearchRequest, options: dict[str, Any], extra: dict[str, Any]) -> ResultInfo:
         """What the search did, typed; the strategy's and the steps' own records go to ``details``."""

@@ -208,15 +208,14 @@ class RetrievalGraph:
 
     def walk_matrix(self, scope_paths: Sequence[str] | None, weights: EdgeWeights = EdgeWeights()) -> Walk:
         """The walk over what ``scope_paths`` may read (None: everything), cached per visible set."""
-        visible = self.visible_chunks(scope_paths)
-        key = (tuple(sorted(i for i, s in enumerate(self.scopes) if scope_paths is None or s in set(scope_paths))),
-               weights)
+        paths = None if scope_paths is None else set(scope_paths)
+        key = (tuple(i for i, s in enumerate(self.scopes) if paths is None or s in paths), weights)
         with self._lock:
             walk = self._walks.get(key)
             if walk is not None:
                 self._walks.move_to_end(key)
                 return walk
-        walk = self._build_walk(visible, weights)
+        walk = self._build_walk(self.visible_chunks(scope_paths), weights)
         with self._lock:
             self._walks[key] = walk
             while len(self._walks) > MATRIX_CACHE:

@@ -58,6 +58,12 @@ def remove_near_duplicates(items: Sequence[RetrievedItem], threshold: float = DE
     return kept, removed
 
 
+def keeps(items: Sequence[RetrievedItem], k: int, threshold: float | None) -> bool:
+    """Whether ``items`` (best first) still give ``k`` after de-duplication at ``threshold`` (None: none):
+    then the items after them cannot change the first ``k`` that post-processing keeps."""
+    return len(items if threshold is None else remove_near_duplicates(items, threshold)[0]) >= k
+
+
 NEIGHBOUR_SCOPES = ("section", "document")
 
 

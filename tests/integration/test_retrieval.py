@@ -398,7 +398,7 @@ def test_graph_rag_reads_whole_the_chunks_its_ids_only_lane_returns(musique, mus
     run = lanes.run
     # the lane as before: whole chunks, returned as they came
     monkeypatch.setattr(lanes, "run", lambda *a, ids_only=False, **kw: run(*a, **kw))
-    monkeypatch.setattr(graph_rag, "_read_whole", lambda request, items, ids: items)
+    monkeypatch.setattr(graph_rag, "_read_whole", lambda request, items, ids: (items, len(items)))
     whole = [musique_corpus.rag.query(q, strategy="graph_rag", **options) for q in queries]
     assert [_whole(r) for r in thin] == [_whole(r) for r in whole]
     assert [r.metadata.fallbacks for r in thin] == [r.metadata.fallbacks for r in whole]
@@ -458,6 +458,37 @@ def test_graph_rag_a_chunk_the_store_lost_and_the_graph_still_holds_is_passed_ov
     assert lost not in [i.chunk_id for i in after.items] and len(after.items) == 11  # the context item and k chunks
     assert "fetch" in after.metadata.timings_ms  # the checked path answered
     assert _whole(after) == _whole(checked)
+
+
+@pytest.mark.parametrize("threshold", [None, 0.6], ids=["default", "near-duplicates"])
+def test_graph_rag_reads_the_first_k_whole_when_post_processing_keeps_them(musique, musique_corpus, monkeypatch,
+                                                                            threshold):
+    """The final read stops at the first k when de-duplication keeps them all, and reads the rest when it does
+    not (a low threshold makes near-duplicates): the answer, context item included, is the one a read of every
+    placed chunk gives."""
+    from ragloom.retrieval import base, graph_rag
+
+    rag = musique_corpus.rag
+    options = {"k": 10, **({} if threshold is None else {"dedup_threshold": threshold})}
+    queries = [q.text for q in musique.queries[:8]]
+    reads: list[int] = []
+    read = graph_rag._read
+    monkeypatch.setattr(graph_rag, "_read", lambda request, items, thin: reads.append(len(items)) or
+                        read(request, items, thin))
+    lazy = [rag.query(q, strategy="graph_rag", **options) for q in queries]
+    first_k = list(reads)
+    with monkeypatch.context() as m:
+        request = base.Retriever._request
+        m.setattr(base.Retriever, "_request",
+                  lambda self, *a: dataclasses.replace(request(self, *a), enough=None))
+        every = [rag.query(q, strategy="graph_rag", **options) for q in queries]
+    assert [_whole(r) for r in lazy] == [_whole(r) for r in every]
+    assert all(r.items[0].metadata.get("source") == "graph_rag" for r in lazy)  # the context item is compared too
+    if threshold is None:  # one read of the first k a query
+        assert first_k == [10] * len(queries)
+    else:  # near-duplicates among the first k: the rest read too
+        assert len(first_k) > len(queries) and first_k[0] == 10
+    assert len(reads) - len(first_k) == len(queries)  # without enough: one read of every placed chunk
 
 
 def test_graph_rag_with_a_user_filter_fetches_the_walks_chunks_under_it(musique, musique_corpus):
