@@ -29,6 +29,10 @@ CONSISTENCY_LEVELS = ("ONE", "QUORUM", "ALL")
 # whose AVX-512 the blis wheel does not use (benchmarks/ingest_graph.py --gemm).
 GEMM_BACKENDS = ("numpy", "blis")
 RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+# Below this many chunks a filter lets through, Weaviate compares the query with each of them instead of walking
+# the HNSW graph. Its own default, 40,000, brute-forced SciFact's 11,810 shared chunks on every scoped query
+# (+4-5 ms a near-vector call on 2 cores; docs/experiments/2026-11-27-flat-search-cutoff.md).
+FLAT_SEARCH_CUTOFF = 3000
 QUERY_VECTOR_CACHE = 1024  # query embeddings an API keeps (LRU) unless RAGLOOM_QUERY_VECTOR_CACHE says
 MODEL_BACKENDS = ("torch", "onnx", "onnx-int8")
 
@@ -280,6 +284,9 @@ class Settings:
     bm25_k1: float = _setting(1.2,
         "BM25 term-frequency saturation of the chunk collections (applied in place at the next sync)")
     bm25_b: float = _setting(0.75, "BM25 length normalization, 0 = none, 1 = full (applied in place at the next sync)")
+    weaviate_flat_search_cutoff: int = _setting(FLAT_SEARCH_CUTOFF,
+        "a filtered vector search that lets fewer chunks than this through compares the query with each (exact);"
+        " more, and it walks the HNSW graph (applied in place at the next sync)")
     result_cache_ttl_seconds: int = _setting(0,
         "keep whole query results this long; 0 = off; any write to the collection invalidates them")
     result_cache_size: int = _setting(512, "query results kept (least recently used go first)")
@@ -492,6 +499,8 @@ class Settings:
             raise ConfigError(f"RAGLOOM_EMBED_BATCH_SIZE={self.embed_batch_size}: use 0 (by device) or a count")
         if self.embed_backend not in ("auto", *MODEL_BACKENDS):
             raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose auto, torch, onnx or onnx-int8")
+        if self.weaviate_flat_search_cutoff < 0:
+            raise ConfigError(f"RAGLOOM_WEAVIATE_FLAT_SEARCH_CUTOFF={self.weaviate_flat_search_cutoff}: must be >= 0")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:
             raise ConfigError(f"RAGLOOM_BM25_K1={self.bm25_k1} must be >= 0 and RAGLOOM_BM25_B={self.bm25_b} in [0, 1]")
         if self.graph_version_seconds < 0:

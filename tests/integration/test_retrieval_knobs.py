@@ -173,6 +173,23 @@ def test_bm25_matches_word_forms_through_the_stemmed_property(settings, tmp_path
         assert hybrid and hybrid[0].document_id == "mice"
 
 
+def test_the_flat_search_cutoff_is_set_at_creation_and_applied_in_place(settings, weaviate_store_factory):
+    """RAGLOOM_WEAVIATE_FLAT_SEARCH_CUTOFF: a new collection gets it, and an existing one takes a changed value at
+    its next sync (as the BM25 parameters do), recorded in its description."""
+    prefix = weaviate_store_factory(f"TestCutoff{uuid.uuid4().hex[:8]}").prefix  # dropped and checked at teardown
+
+    def cutoff(vectors: WeaviateStore) -> tuple[int, int]:
+        config = vectors.client.collections.use(vectors.collection_name("recursive")).config.get()
+        return (config.vector_config["default"].vector_index_config.flat_search_cutoff,
+                vectors.collection_info("recursive")["flat_search_cutoff"])
+
+    for value in (1234, 56):
+        ns = dataclasses.replace(settings, collection_prefix=prefix, weaviate_flat_search_cutoff=value)
+        with WeaviateStore.connect(ns) as vectors:
+            vectors.ensure_collection("recursive", 4, model_id="probe")
+            assert cutoff(vectors) == (value, value)
+
+
 HIER = {"strategy": "hierarchical", "auto_merge": False, **NO_POST}
 
 

@@ -34,12 +34,13 @@ class Admin(Versions):
             if model_id and info.get("model_id") and not same_family(info["model_id"], model_id):
                 raise StoreError(f"collection {name} was indexed with {info['model_id']!r}, not {model_id!r} "
                                  "(another model, not another backend of it): drop the collection to re-index")
-            if info and (info.get("bm25_k1"), info.get("bm25_b")) != (self.bm25_k1, self.bm25_b):
-                self._set_bm25_parameters(strategy, info)
+            if info and (info.get("bm25_k1"), info.get("bm25_b"), info.get("flat_search_cutoff")) != \
+                    (self.bm25_k1, self.bm25_b, self.flat_search_cutoff):
+                self._set_search_parameters(strategy, info)
             return
         description = json.dumps({"ragloom": "chunks", "strategy": strategy, "dimension": dimension,
                                   "model_id": model_id, "bm25": ANALYZER, "bm25_k1": self.bm25_k1,
-                                  "bm25_b": self.bm25_b})
+                                  "bm25_b": self.bm25_b, "flat_search_cutoff": self.flat_search_cutoff})
         with store_errors(f"create collection {name}"):
             try:
                 self.client.collections.create(
@@ -47,7 +48,8 @@ class Admin(Versions):
                     description=description,
                     properties=core_properties(),
                     vector_config=Configure.Vectors.self_provided(
-                        vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.COSINE)),
+                        vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.COSINE,
+                                                                       flat_search_cutoff=self.flat_search_cutoff)),
                     inverted_index_config=Configure.inverted_index(index_null_state=True, bm25_k1=self.bm25_k1,
                                                                    bm25_b=self.bm25_b),
                     # with replicas, async replication repairs a node that missed writes while it was down
@@ -61,14 +63,18 @@ class Admin(Versions):
         self._known_properties.pop(name, None)
         self._bm25_analyzed.pop(name, None)
 
-    def _set_bm25_parameters(self, strategy: str, info: dict) -> None:
-        """Apply this store's BM25 k1 and b to an existing collection (Weaviate changes them in place)."""
+    def _set_search_parameters(self, strategy: str, info: dict) -> None:
+        """Apply this store's BM25 k1 and b and its flat-search cutoff to an existing collection (Weaviate changes
+        them in place)."""
         from weaviate.classes.config import Reconfigure
 
-        info = {**info, "bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b}
-        with store_errors(f"update BM25 parameters of {self.collection_name(strategy)}"):
+        info = {**info, "bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b, "flat_search_cutoff": self.flat_search_cutoff}
+        with store_errors(f"update search parameters of {self.collection_name(strategy)}"):
             self._collection(strategy).config.update(
                 inverted_index_config=Reconfigure.inverted_index(bm25_k1=self.bm25_k1, bm25_b=self.bm25_b),
+                vector_config=Reconfigure.Vectors.update(
+                    name="default",  # Configure.Vectors.self_provided() without a name
+                    vector_index_config=Reconfigure.VectorIndex.hnsw(flat_search_cutoff=self.flat_search_cutoff)),
                 description=json.dumps(info))
 
     def drop_collection(self, strategy: str) -> None:

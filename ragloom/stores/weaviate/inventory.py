@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragloom.errors import StoreError
 from ragloom.metadata import MetadataLayout
+from ragloom.settings import FLAT_SEARCH_CUTOFF
 from ragloom.stores.weaviate.errors import store_errors
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class Inventory:
         self._known_properties: dict[str, dict[str, str]] = {}  # collection -> property -> data type
         self._bm25_analyzed: dict[str, bool] = {}  # collection -> written with the current BM25 analyzer
         self.bm25_k1, self.bm25_b = 1.2, 0.75  # BM25 parameters of the collections it creates (Settings)
+        self.flat_search_cutoff = FLAT_SEARCH_CUTOFF  # Settings.weaviate_flat_search_cutoff
         self.write_requests = 1  # insert requests in flight at once per write (Settings.weaviate_write_requests)
         # processes a sync's batch writes run in (Settings.weaviate_write_processes; 1: this one); more need
         # the settings the store was connected with, for the workers' own connections

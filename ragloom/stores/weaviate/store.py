@@ -32,6 +32,7 @@ class WeaviateStore(Closing, Admin, Migrate, Reads, Selection):
                     metadata=MetadataLayout.from_settings(settings))
         store._owns_connection = True
         store.bm25_k1, store.bm25_b = settings.bm25_k1, settings.bm25_b
+        store.flat_search_cutoff = settings.weaviate_flat_search_cutoff
         # the cores this process may use (its CPU affinity), as extraction counts them
         store.write_requests = settings.weaviate_write_requests or default_write_requests(usable_cpus())
         store.write_processes = settings.weaviate_write_processes or default_write_processes(usable_cpus())
