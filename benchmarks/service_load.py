@@ -319,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import httpx
 
+    import ragloom
     from ragloom.api import Ragloom
     from ragloom.embedding import make_embedder
     from ragloom.evaluation.datasets import load_dataset
@@ -372,8 +373,11 @@ def main(argv: list[str] | None = None) -> int:
                "RAGLOOM_SERVICE_GRAPH_WORKERS": str(args.graph_workers),
                "RAGLOOM_SERVICE_PROCESSES": str(args.processes),
                env_name("query_vector_cache"): str(settings.query_vector_cache)}
+        # the server runs the ragloom this script imported (`python -m` puts its working directory first on the
+        # path): an A/B that points PYTHONPATH at another checkout measures that checkout's server too
+        checkout = Path(ragloom.__file__).resolve().parent.parent
         with open(Path(tmp) / "server.log", "w") as server_log:
-            server = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=REPO,
+            server = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port)], cwd=checkout,
                                       env=env, stdout=server_log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
