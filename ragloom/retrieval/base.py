@@ -361,9 +361,7 @@ class Retriever(ABC):
             if cached is not None:
                 cached.metadata.cache = "hit"
                 return _unexpired(cached)
-        request = self._request(q, post, reranker is not None)
-        if expansion is not None:  # its lists are fused with every candidate of this one
-            request.enough = None
+        request = self._request(q, post, reranker is not None, expansion is not None)
         items = self.get_search_results(request, **opts)
         if expansion is not None:
             more = expansion(self, request, opts, items)
@@ -384,9 +382,10 @@ class Retriever(ABC):
             self.context.result_cache.put(cache_key, result)
         return result
 
-    def _request(self, q: Query, post: dict[str, Any], reranks: bool) -> SearchRequest:
-        """The search in flight: the user's filter bound to the collection, the visibility nodes, and how many
-        candidates the post-processing steps need (``fetch_k``)."""
+    def _request(self, q: Query, post: dict[str, Any], reranks: bool, expands: bool) -> SearchRequest:
+        """The search in flight: the user's filter bound to the collection, the visibility nodes, how many
+        candidates the post-processing steps need (``fetch_k``), and which of them they read (``enough``;
+        ``expands``: query transforms fuse their lists with every candidate)."""
         visibility = self.context.visibility(self.chunking, q.exclude_dynamic, q.namespaces, q.exclude_tools)
         if q.exclude_documents:  # the caller has these already (an agent's earlier reads)
             visibility += (Not(Condition("document_id", "document_id", "in", list(q.exclude_documents))),)
@@ -398,7 +397,7 @@ class Retriever(ABC):
         if reranks:
             fetch_k = max(fetch_k, post["rerank_candidates"])
         # post-processing keeps the first k that survive de-duplication, unless a step reads every candidate
-        every = reranks or post["neighbour_weight"] or post["max_per_document"]
+        every = reranks or expands or post["neighbour_weight"] or post["max_per_document"]
         threshold = post["dedup_threshold"] if post["dedup"] else None
         return SearchRequest(
             query=q.text, k=q.k, scope=q.scope, filters=self.context.bind_filters(self.chunking, q.filters),

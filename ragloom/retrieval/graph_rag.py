@@ -169,12 +169,12 @@ class GraphRagRetriever(Retriever):
                                                       checked)
         lane_ids = {item.chunk_id for item in candidates}
         read, tried = _read_whole(request, items, lane_ids | unread)
-        gone = {item.chunk_id for item in items[:tried]} - {item.chunk_id for item in read}
+        gone = _gone(items[:tried], read)
         if unread & gone:
             items, walked, signals, _ = self._placed(request, graph, walk, mass, candidates, options, len(named),
                                                      checked=True)
             read, tried = _read_whole(request, items, lane_ids)
-            gone = {item.chunk_id for item in items[:tried]} - {item.chunk_id for item in read}
+            gone = _gone(items[:tried], read)
         # the context explains every placed chunk but those the read found gone, read or not
         placed = [item.chunk_id for item in items if item.chunk_id not in gone]
         items = read
@@ -341,6 +341,11 @@ def _read_whole(request: SearchRequest, items: list[RetrievedItem], thin: set[st
             return head, request.k
         return head + _read(request, items[request.k:], thin), len(items)
     return _read(request, items, thin), len(items)
+
+
+def _gone(tried: list[RetrievedItem], read: list[RetrievedItem]) -> set[str]:
+    """Ids of the ``tried`` items the read did not return (gone from the store since they were placed)."""
+    return {item.chunk_id for item in tried} - {item.chunk_id for item in read}
 
 
 def _read(request: SearchRequest, items: list[RetrievedItem], thin: set[str]) -> list[RetrievedItem]:

@@ -34,13 +34,12 @@ class Admin(Versions):
             if model_id and info.get("model_id") and not same_family(info["model_id"], model_id):
                 raise StoreError(f"collection {name} was indexed with {info['model_id']!r}, not {model_id!r} "
                                  "(another model, not another backend of it): drop the collection to re-index")
-            if info and (info.get("bm25_k1"), info.get("bm25_b"), info.get("flat_search_cutoff")) != \
-                    (self.bm25_k1, self.bm25_b, self.flat_search_cutoff):
+            wanted = self._search_parameters()
+            if info and {key: info.get(key) for key in wanted} != wanted:
                 self._set_search_parameters(strategy, info)
             return
         description = json.dumps({"ragloom": "chunks", "strategy": strategy, "dimension": dimension,
-                                  "model_id": model_id, "bm25": ANALYZER, "bm25_k1": self.bm25_k1,
-                                  "bm25_b": self.bm25_b, "flat_search_cutoff": self.flat_search_cutoff})
+                                  "model_id": model_id, "bm25": ANALYZER, **self._search_parameters()})
         with store_errors(f"create collection {name}"):
             try:
                 self.client.collections.create(
@@ -63,12 +62,16 @@ class Admin(Versions):
         self._known_properties.pop(name, None)
         self._bm25_analyzed.pop(name, None)
 
+    def _search_parameters(self) -> dict[str, float | int]:
+        """This store's search parameters, as a collection's description records them: BM25 k1 and b, and the
+        flat-search cutoff."""
+        return {"bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b, "flat_search_cutoff": self.flat_search_cutoff}
+
     def _set_search_parameters(self, strategy: str, info: dict) -> None:
-        """Apply this store's BM25 k1 and b and its flat-search cutoff to an existing collection (Weaviate changes
-        them in place)."""
+        """Apply this store's search parameters to an existing collection (Weaviate changes them in place)."""
         from weaviate.classes.config import Reconfigure
 
-        info = {**info, "bm25_k1": self.bm25_k1, "bm25_b": self.bm25_b, "flat_search_cutoff": self.flat_search_cutoff}
+        info = {**info, **self._search_parameters()}
         with store_errors(f"update search parameters of {self.collection_name(strategy)}"):
             self._collection(strategy).config.update(
                 inverted_index_config=Reconfigure.inverted_index(bm25_k1=self.bm25_k1, bm25_b=self.bm25_b),
