@@ -294,6 +294,47 @@ def test_weaviate_killed_mid_sync_then_rerun_is_exact(vectors, vector_chunks, re
     assert_exact_vectors(final)
 
 
+def test_a_store_opened_after_a_weaviate_restart_answers_at_once(vectors, vector_chunks, report):
+    """A store opened once Weaviate is back must answer at once, even while an older store's read is still waiting
+    out its reconnect back-off (the client retries an unreachable server for 63 s). gRPC shares connections, and
+    their back-off, between channels to one address unless told otherwise: the new store's first call then failed
+    ("failed to connect to all addresses" or "Socket closed"), which is how a re-run right after a restart failed."""
+    settings = vectors
+    chunks = vector_chunks[:20]
+    embedder = HashEmbedder()
+    vector = np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
+    with WeaviateStore.connect(settings) as store:
+        sync_vectors(store, embedder, STRATEGY, chunks, batch_size=BATCH)
+    old = WeaviateStore.connect(settings)
+    waiting: dict[str, Any] = {}
+
+    def old_read() -> None:
+        try:
+            waiting["answer"] = old.near_vector(STRATEGY, vector, k=3)
+        except StoreError as e:
+            waiting["error"] = e
+
+    reader = threading.Thread(target=old_read, daemon=True)
+    try:
+        weaviate_stack.process(settings).kill()
+        reader.start()
+        time.sleep(8)  # the old read's connection attempts back off meanwhile: 1, 1.6, 2.6, 4.1 s ...
+        settings = stack.up(settings)
+        started = time.perf_counter()
+        with WeaviateStore.connect(settings) as new:
+            # the re-run repairs what the crash cut from the vector index (sync_vectors' repair_vector_index)
+            sync_vectors(new, embedder, STRATEGY, chunks, batch_size=BATCH)
+            assert new.near_vector(STRATEGY, vector, k=3)[0].chunk_id == chunks[0].chunk_id
+        answered_after = time.perf_counter() - started
+        reader.join(timeout=90)
+    finally:
+        old.close()
+    report(fault="weaviate SIGKILL, restarted 8 s later, a store opened while an older one backs off",
+           faults_injected=1, survived=True, new_store_synced_and_answered_after_s=round(answered_after, 2),
+           old_store_read="answered" if "answer" in waiting else str(waiting.get("error"))[:200])
+    assert "answer" in waiting, waiting  # the old store's read goes through too, once the server is back
+
+
 def test_a_weaviate_that_stops_answering_fails_a_read_after_the_query_timeout(vectors, vector_chunks, report):
     """A server that accepts connections and never answers (stopped, swapping, wedged) must not hold a query for
     the client's own 30 s: RAGLOOM_WEAVIATE_QUERY_TIMEOUT_SECONDS bounds each read, the read fails with a

@@ -10,6 +10,12 @@ from ragloom.settings import Settings
 
 CLOUD_HOST_SUFFIXES = (".weaviate.cloud", ".weaviate.network", ".wcs.api")
 
+# Each client's gRPC channel keeps its own connections. gRPC shares them between channels to the same address by
+# default, with their reconnect back-off: after a Weaviate restart, a new client then failed its first call
+# ("failed to connect to all addresses" / "Socket closed") while an older client to the dead server was still
+# waiting out its back-off (up to two minutes). A store opened after an outage must work at once.
+GRPC_CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
+
 
 def api_key(settings: Settings) -> str:
     """The configured key, else the one the local stack generated in ``settings.stack_dir`` (``Settings.from_env``
@@ -29,10 +35,11 @@ def open_client(settings: Settings) -> Any:
     ``weaviate_grpc_port`` (TLS when the URL is https).
     """
     import weaviate
-    from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+    from weaviate.classes.init import AdditionalConfig, Auth, GrpcConfig, Timeout
 
     config = AdditionalConfig(timeout=Timeout(insert=settings.weaviate_write_timeout_seconds,
-                                              query=settings.weaviate_query_timeout_seconds))
+                                              query=settings.weaviate_query_timeout_seconds),
+                              grpc_config=GrpcConfig(channel_options=GRPC_CHANNEL_OPTIONS))
     key = api_key(settings)
     auth = Auth.api_key(key) if key else None
     where = settings.weaviate_url or (f"http://{settings.weaviate_host}:{settings.weaviate_http_port} "
