@@ -355,6 +355,49 @@ def test_a_weaviate_that_stops_answering_fails_a_read_after_the_query_timeout(ve
     assert failed_after < 10, f"the read waited {failed_after:.1f}s on a server that did not answer"
 
 
+def test_a_weaviate_that_is_down_fails_a_read_after_the_query_timeout_and_a_restart_within_it_is_ridden_out(
+        vectors, vector_chunks, report):
+    """Connections refused: the client's own retries held a read for 63 s (waits of 1, 2, ... 32 s) whatever the
+    query timeout. A read now waits for the server (gRPC's waitForReady) up to RAGLOOM_WEAVIATE_QUERY_TIMEOUT_SECONDS:
+    on a server that stays down it fails in that time, with the words a silent server gets; a restart within it
+    is ridden out, the read answering once the server is back."""
+    fast = dataclasses.replace(vectors, weaviate_query_timeout_seconds=3.0)
+    patient = dataclasses.replace(vectors, weaviate_query_timeout_seconds=30.0)
+    chunks = vector_chunks[:20]
+    embedder = HashEmbedder()
+    vector = np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
+    waited: dict[str, Any] = {}
+    with WeaviateStore.connect(fast) as store, WeaviateStore.connect(patient) as waiting_store:
+        sync_vectors(store, embedder, STRATEGY, chunks, batch_size=BATCH)
+        weaviate_stack.process(fast).kill()
+        failed_after, error = failing_read(lambda: store.near_vector(STRATEGY, vector, k=3))
+
+        def patient_read() -> None:
+            started = time.perf_counter()
+            try:
+                waited["items"] = len(waiting_store.near_vector(STRATEGY, vector, k=3))
+            except StoreError as e:
+                waited["error"] = e
+            waited["seconds"] = time.perf_counter() - started
+
+        reader = threading.Thread(target=patient_read, daemon=True)
+        reader.start()
+        time.sleep(1)
+        restart_started = time.perf_counter()
+        stack.up(fast)
+        restart_seconds = time.perf_counter() - restart_started
+        reader.join(timeout=60)
+        # the crash may have cut the vector index's log (sync_vectors repairs it); the same store answers again
+        store.near_vector(STRATEGY, vector, k=3)
+    report(fault="weaviate SIGKILL during reads, restarted after one", faults_injected=1, survived=True,
+           failed_after_s=round(failed_after, 2), error=str(error)[:200], restart_s=round(restart_seconds, 1),
+           patient_read_s=round(waited.get("seconds", -1), 2), patient_read=str(waited.get("error", "answered"))[:200])
+    assert "near_vector" in str(error) and "did not answer in time" in str(error), str(error)
+    assert failed_after < 10, f"the read waited {failed_after:.1f}s on a server that is down"
+    assert "items" in waited, waited  # the restart was ridden out, not an error
+    assert waited["seconds"] < 30, waited
+
+
 def test_a_neo4j_that_stops_answering_fails_a_read_and_a_long_query_still_completes(graph, report):
     """The private Neo4j sends a keep-alive every RAGLOOM_NEO4J_KEEP_ALIVE_SECONDS (1 s here) while it works and
     tells the driver to drop a connection silent for 2 s. So a query that runs longer than that completes (the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlparse
 
@@ -10,11 +11,20 @@ from ragloom.settings import Settings
 
 CLOUD_HOST_SUFFIXES = (".weaviate.cloud", ".weaviate.network", ".wcs.api")
 
-# Each client's gRPC channel keeps its own connections. gRPC shares them between channels to the same address by
-# default, with their reconnect back-off: after a Weaviate restart, a new client then failed its first call
-# ("failed to connect to all addresses" / "Socket closed") while an older client to the dead server was still
-# waiting out its back-off (up to two minutes). A store opened after an outage must work at once.
-GRPC_CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
+# The gRPC channel's options, for a server that goes away and comes back:
+# - each client keeps connections of its own: gRPC shares them by default between channels to one address, with
+#   their reconnect back-off, and a client opened right after a restart failed its first call ("failed to connect
+#   to all addresses" / "Socket closed") while an older one still waited out its back-off;
+# - reads (Search: every query and object read; Aggregate: counts) wait for the server up to the query timeout
+#   (waitForReady) instead of failing at once, which sent them into weaviate-client's own retries: 63 s on a
+#   server that is down, whatever RAGLOOM_WEAVIATE_QUERY_TIMEOUT_SECONDS said. A restart within the timeout is
+#   ridden out. Writes keep the client's retries (ragloom.indexing.vectors expects them);
+# - a reconnect is tried at least every 2 s (gRPC's default back-off grows to 2 minutes), so a waiting read goes
+#   on soon after the server is back.
+_READS = [{"service": "weaviate.v1.Weaviate", "method": method} for method in ("Search", "Aggregate")]
+GRPC_CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1),
+                        ("grpc.service_config", json.dumps({"methodConfig": [{"name": _READS, "waitForReady": True}]})),
+                        ("grpc.max_reconnect_backoff_ms", 2000)]
 
 
 def api_key(settings: Settings) -> str:
