@@ -227,7 +227,8 @@ class Settings:
         "client's own default, 90 s, is how long a write waited on a replica that had just died in a cluster")
     weaviate_query_timeout_seconds: float = _setting(30.0,
         "one read (a search, a fetch, a count, a schema read): past it the read fails with a StoreError instead of "
-        "waiting on a server that stopped answering (the client's own default is the same 30 s)")
+        "waiting on a server that stopped answering (the client's own default is the same 30 s). A search or count "
+        "on a server that is down waits for it this long too, so a restart within it is ridden out")
     # Neo4j
     neo4j_version: str = _setting("5.26.30", "Neo4j community release to provision (5.26 LTS runs on Java 17)")
     neo4j_uri: str = _setting("",
