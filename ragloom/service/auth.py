@@ -101,8 +101,10 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
     return headers.get("x-api-key")
 
 
-def caller(request: Request) -> KeyRecord:
-    """The request's caller, after the key check and the rate limit."""
+async def caller(request: Request) -> KeyRecord:
+    """The request's caller, after the key check and the rate limit. On the event loop: the check is a file stat,
+    one SHA-256 and a token bucket, and a plain ``def`` dependency would send every request to FastAPI's thread
+    pool and back for it (as the MCP endpoint's ``KeyRequired`` does, the loop runs it itself)."""
     return authenticate(request, presented_key(request.headers))
 
 
@@ -144,7 +146,7 @@ class KeyRequired:
 CallerDep = Annotated[KeyRecord, Depends(caller)]
 
 
-def admin(who: CallerDep) -> KeyRecord:
+async def admin(who: CallerDep) -> KeyRecord:
     # a user-level admin record (written into the keys file by hand: `keys create` refuses one) is no admin
     if not who.admin or who.user:
         raise HTTPException(403, "this endpoint needs a tenant-wide admin key")

@@ -28,5 +28,5 @@ async def readyz(request: Request) -> JSONResponse:
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(request: Request) -> PlainTextResponse:
     if request.app.state.settings.metrics_need_key:
-        caller(request)  # 401 / 429 like any keyed endpoint
+        await caller(request)  # 401 / 429 like any keyed endpoint
     return PlainTextResponse(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4")
