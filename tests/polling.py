@@ -16,6 +16,10 @@ from pathlib import Path
 # connection before the server binds it: a private Neo4j, ~13 s into its start, found its Bolt port held by one
 # while the other half of the suite ran beside it ("Address already in use").
 SERVER_PORTS_FROM = 20_000
+# The first 2,000 of them are kept for servers a test kills and starts again on the same ports (the reliability
+# suite's private stack). While such a server is down its ports are free, and the suite's other lane, starting
+# servers of its own beside it, could otherwise be handed one of them and hold it when the restart comes.
+RESTARTED_PORTS_TO = 22_000
 
 
 def _ephemeral_start() -> int:
@@ -26,16 +30,18 @@ def _ephemeral_start() -> int:
         return 32_768  # Linux's default
 
 
-def free_port_block(size: int) -> int:
+def free_port_block(size: int, restarted: bool = False) -> int:
     """A base port such that base .. base+size-1 are free on loopback right now and outside the ephemeral range:
-    for servers to start on, or for a connection that must be refused."""
-    end = max(_ephemeral_start(), SERVER_PORTS_FROM + 1_000)
+    for servers to start on, or for a connection that must be refused. ``restarted``: for servers that will be
+    killed and started again on the same ports, from a range no other caller is handed."""
+    start, end = ((SERVER_PORTS_FROM, RESTARTED_PORTS_TO) if restarted
+                  else (RESTARTED_PORTS_TO, max(_ephemeral_start(), RESTARTED_PORTS_TO + 1_000)))
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(SERVER_PORTS_FROM, end - size)
+        base = rng.randrange(start, end - size)
         if all(_port_free(base + i) for i in range(size)):
             return base
-    raise RuntimeError(f"no block of {size} free ports found between {SERVER_PORTS_FROM} and {end}")
+    raise RuntimeError(f"no block of {size} free ports found between {start} and {end}")
 
 
 def free_port() -> int:
