@@ -296,16 +296,17 @@ def test_weaviate_killed_mid_sync_then_rerun_is_exact(vectors, vector_chunks, re
 
 def test_a_store_opened_after_a_weaviate_restart_answers_at_once(vectors, vector_chunks, report):
     """A store opened once Weaviate is back must answer at once, even while an older store's read is still waiting
-    out its reconnect back-off (the client retries an unreachable server for 63 s). gRPC shares connections, and
-    their back-off, between channels to one address unless told otherwise: the new store's first call then failed
-    ("failed to connect to all addresses" or "Socket closed"), which is how a re-run right after a restart failed."""
+    for the server and its connection backs off. gRPC shares connections, and their back-off, between channels to
+    one address unless told otherwise: the new store's first call then failed ("failed to connect to all
+    addresses" or "Socket closed"), which is how a re-run right after a restart failed."""
     settings = vectors
     chunks = vector_chunks[:20]
     embedder = HashEmbedder()
     vector = np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
     with WeaviateStore.connect(settings) as store:
         sync_vectors(store, embedder, STRATEGY, chunks, batch_size=BATCH)
-    old = WeaviateStore.connect(settings)
+    # the old store waits for the server (reads wait up to the query timeout): long enough for a slow restart
+    old = WeaviateStore.connect(dataclasses.replace(settings, weaviate_query_timeout_seconds=60.0))
     waiting: dict[str, Any] = {}
 
     def old_read() -> None:
@@ -318,7 +319,7 @@ def test_a_store_opened_after_a_weaviate_restart_answers_at_once(vectors, vector
     try:
         weaviate_stack.process(settings).kill()
         reader.start()
-        time.sleep(8)  # the old read's connection attempts back off meanwhile: 1, 1.6, 2.6, 4.1 s ...
+        time.sleep(8)  # the old read's connection attempts back off meanwhile (1, 1.6 s, ... at most 2 s apart)
         settings = stack.up(settings)
         started = time.perf_counter()
         with WeaviateStore.connect(settings) as new:
