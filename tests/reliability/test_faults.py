@@ -178,6 +178,13 @@ def failing_read(read: Callable[[], object]) -> tuple[float, StoreError]:
     return time.perf_counter() - started, failure.value
 
 
+def synced_probe(store: WeaviateStore, chunks: list[Chunk]) -> np.ndarray:
+    """Sync ``chunks`` into ``store``; returns the first chunk's vector, whose near-vector search finds it first."""
+    embedder = HashEmbedder()
+    sync_vectors(store, embedder, STRATEGY, chunks, batch_size=BATCH)
+    return np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
+
+
 @pytest.fixture(scope="module")
 def vector_chunks() -> list[Chunk]:
     return make_chunks(abstracts(N_VECTORS))
@@ -301,10 +308,8 @@ def test_a_store_opened_after_a_weaviate_restart_answers_at_once(vectors, vector
     addresses" or "Socket closed"), which is how a re-run right after a restart failed."""
     settings = vectors
     chunks = vector_chunks[:20]
-    embedder = HashEmbedder()
-    vector = np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
     with WeaviateStore.connect(settings) as store:
-        sync_vectors(store, embedder, STRATEGY, chunks, batch_size=BATCH)
+        vector = synced_probe(store, chunks)
     # the old store waits for the server (reads wait up to the query timeout): long enough for a slow restart
     old = WeaviateStore.connect(dataclasses.replace(settings, weaviate_query_timeout_seconds=60.0))
     waiting: dict[str, Any] = {}
@@ -324,7 +329,7 @@ def test_a_store_opened_after_a_weaviate_restart_answers_at_once(vectors, vector
         started = time.perf_counter()
         with WeaviateStore.connect(settings) as new:
             # the re-run repairs what the crash cut from the vector index (sync_vectors' repair_vector_index)
-            sync_vectors(new, embedder, STRATEGY, chunks, batch_size=BATCH)
+            synced_probe(new, chunks)
             assert new.near_vector(STRATEGY, vector, k=3)[0].chunk_id == chunks[0].chunk_id
         answered_after = time.perf_counter() - started
         reader.join(timeout=90)
@@ -342,10 +347,8 @@ def test_a_weaviate_that_stops_answering_fails_a_read_after_the_query_timeout(ve
     StoreError, and the same store answers again once the server does."""
     settings = dataclasses.replace(vectors, weaviate_query_timeout_seconds=2.0)
     chunks = vector_chunks[:50]
-    embedder = HashEmbedder()
     with WeaviateStore.connect(settings) as store:
-        sync_vectors(store, embedder, STRATEGY, chunks, batch_size=BATCH)
-        vector = np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
+        vector = synced_probe(store, chunks)
         assert store.near_vector(STRATEGY, vector, k=3)[0].chunk_id == chunks[0].chunk_id
         with stopped(weaviate_stack.process(settings)):
             failed_after, error = failing_read(lambda: store.near_vector(STRATEGY, vector, k=3))
@@ -365,11 +368,9 @@ def test_a_weaviate_that_is_down_fails_a_read_after_the_query_timeout_and_a_rest
     fast = dataclasses.replace(vectors, weaviate_query_timeout_seconds=3.0)
     patient = dataclasses.replace(vectors, weaviate_query_timeout_seconds=30.0)
     chunks = vector_chunks[:20]
-    embedder = HashEmbedder()
-    vector = np.asarray(embedder.encode([chunks[0].embed_text])[0], dtype=np.float32)
     waited: dict[str, Any] = {}
     with WeaviateStore.connect(fast) as store, WeaviateStore.connect(patient) as waiting_store:
-        sync_vectors(store, embedder, STRATEGY, chunks, batch_size=BATCH)
+        vector = synced_probe(store, chunks)
         weaviate_stack.process(fast).kill()
         failed_after, error = failing_read(lambda: store.near_vector(STRATEGY, vector, k=3))
 
