@@ -11,6 +11,7 @@ import tarfile
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from ragloom.errors import StackError
@@ -152,8 +153,9 @@ def server_env(settings: Settings, api_key: str) -> dict[str, str]:
     return env
 
 
-def start(settings: Settings, api_key: str) -> float:
-    """Start the server if it is not running; returns seconds until ready."""
+def start(settings: Settings, api_key: str, extra_env: Mapping[str, str] | None = None) -> float:
+    """Start the server if it is not running; returns seconds until ready. ``extra_env``: more of the server's own
+    settings, over ours (a benchmark's A/B of one, e.g. ``QUERY_HYBRID_MAXIMUM_RESULTS``)."""
     proc = process(settings)
     if proc.up(lambda: ready(settings), (settings.weaviate_http_port, settings.weaviate_grpc_port), "Weaviate",
                "RAGLOOM_WEAVIATE_HTTP_PORT / RAGLOOM_WEAVIATE_GRPC_PORT"):
@@ -166,7 +168,7 @@ def start(settings: Settings, api_key: str) -> float:
         # One node on loopback has no peer to wait for: Raft timeouts at their base values (Weaviate's default
         # multiplier of 5 tolerates network delay between nodes) make the node elect itself in ~1 s, not ~5 s;
         # a start or restart is ready in ~2.5 s instead of 6-9 s. The cluster nodes keep the default.
-        env = {**server_env(settings, api_key), "RAFT_TIMEOUTS_MULTIPLIER": "1"}
+        env = {**server_env(settings, api_key), "RAFT_TIMEOUTS_MULTIPLIER": "1", **(extra_env or {})}
         proc.start([str(binary), "--host", settings.weaviate_host, "--port", str(settings.weaviate_http_port),
                     "--scheme", "http"], env, cwd=settings.stack_dir / "weaviate")
     return proc.wait_ready(lambda: ready(settings), settings.stack_timeout_seconds, "Weaviate")
