@@ -68,6 +68,8 @@ NOT_RUN: dict[str, str] = {
                             "cores); figures in docs/experiments/2026-11-26-graph-rag-single-hop.md",
     "weaviate_shards": "a study of ranking over several shards, minutes per dataset; figures in "
                        "docs/experiments/2026-11-27-weaviate-shards.md",
+    "hybrid_pool": "restarts the stack's Weaviate once per pool size and evaluates the dev sets (~3 minutes a pool); "
+                   "figures in docs/experiments/2026-11-27-weaviate-hybrid-pool.md",
     "gpu_ingest": "the GPU path (device=auto on a CUDA machine); on a CPU it only repeats ingest_vectors' figures",
 }
 
