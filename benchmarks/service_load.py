@@ -13,6 +13,11 @@ and errors per run, and the issues' targets: hybrid throughput at concurrency 16
 baseline, p95 <= 100 ms at concurrency 4; graph_rag at concurrency 16 >= 1.5x its sequential rate with p95 <= 250 ms
 (#36 item 3); zero errors.
 
+A service run starts once every server process is up, and prints each process's share of the server's CPU and
+the spread of its connections' mean latencies: each keep-alive connection stays with the process that accepted it
+(the kernel hashes connections to processes), so with few connections one process may hold more of them, and
+each of those waits longer.
+
 Beside each run: the CPU it cost, in ms per query, by process (read from /proc before and after the run): the
 server (its processes together), Weaviate and Neo4j (the processes listening on the settings' ports), this
 script (the load generator; in the in-process runs, the API itself), and the rest of the machine (other work).
@@ -155,6 +160,15 @@ class Run:
     seconds: float
     cpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)
     server_shares: str = ""  # a service run: each server process's share of the server's CPU
+    connection_means_ms: list[float] = dataclasses.field(default_factory=list)  # a service run: per connection
+
+    def spread(self) -> str:
+        """The connections' mean latencies, lowest / median / highest: a keep-alive connection stays with the
+        server process that accepted it, so a process that got more of them answers each of them more slowly."""
+        means = sorted(self.connection_means_ms)
+        if not means:
+            return ""
+        return f"{means[0]:.0f} / {means[len(means) // 2]:.0f} / {means[-1]:.0f} ms over {len(means)} connections"
 
     def cpu_row(self) -> str:
         cells = "".join(f"{self.cpu_ms[c]:>12.1f}" if c in self.cpu_ms else f"{'-':>12}" for c in CPU_COLUMNS)
@@ -220,6 +234,7 @@ async def concurrent(url: str, key: str, strategy: str, queries: list[str], k: i
     import httpx
 
     latencies: list[float] = []
+    by_connection: dict[object, list[float]] = {}
     errors = 0
     counter = iter(range(10**9))
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -236,6 +251,9 @@ async def concurrent(url: str, key: str, strategy: str, queries: list[str], k: i
                     r = await client.post("/v1/query", json={"query": query, "strategy": strategy, "k": k})
                     if r.status_code == 200:
                         latencies.append((time.perf_counter() - t0) * 1000)
+                        stream = r.extensions.get("network_stream")
+                        local = stream.get_extra_info("client_addr") if stream is not None else None
+                        by_connection.setdefault(local, []).append(latencies[-1])
                     else:
                         errors += 1
                 except httpx.HTTPError:
@@ -244,7 +262,8 @@ async def concurrent(url: str, key: str, strategy: str, queries: list[str], k: i
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
-    return Run(f"service {strategy}", concurrency, latencies, errors, elapsed)
+    means = [float(np.mean(v)) for k, v in by_connection.items() if k is not None]
+    return Run(f"service {strategy}", concurrency, latencies, errors, elapsed, connection_means_ms=means)
 
 
 def ingest(settings, embedder, documents, graph_too: bool, log) -> int:
@@ -391,6 +410,13 @@ def main(argv: list[str] | None = None) -> int:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit("the server did not start:\n" + (Path(tmp) / "server.log").read_text()[-3000:])
                 time.sleep(0.5)
+            # every process up before a run opens its connections: one still loading its models has no socket yet,
+            # and the connections opened meanwhile would all stay with the others
+            while (Path(tmp) / "server.log").read_text().count("Application startup complete") < args.processes:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"not all {args.processes} server processes started:\n"
+                                     + (Path(tmp) / "server.log").read_text()[-3000:])
+                time.sleep(0.5)
             for strategy in strategies:
                 asyncio.run(concurrent(url, key, strategy, queries, args.k, 4, min(3.0, args.seconds)))  # warm-up
                 for level in levels:
@@ -399,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                     run.cpu_ms = meter.per_query_ms(len(run.latencies_ms))
                     run.server_shares = meter.shares()
                     runs.append(run)
-                    log(run.row(baselines[strategy]) + f"  server processes' CPU shares {run.server_shares}")
+                    log(run.row(baselines[strategy]) + f"  server processes' CPU shares {run.server_shares}; "
+                        f"connections' mean latency {run.spread()}")
             metrics = httpx.get(f"{url}/metrics").text
         finally:
             server.terminate()
@@ -422,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                           "qps": round(run.throughput, 2), "p50_ms": round(pct(run.latencies_ms, 50), 2),
                           "p95_ms": round(pct(run.latencies_ms, 95), 2), "p99_ms": round(pct(run.latencies_ms, 99), 2),
                           "errors": run.errors, "cpu_ms_per_query": {k: round(v, 2) for k, v in run.cpu_ms.items()},
-                          **({"server_cpu_shares": run.server_shares} if run.server_shares else {})}))
+                          **({"server_cpu_shares": run.server_shares} if run.server_shares else {}),
+                          **({"connection_mean_ms": run.spread()} if run.connection_means_ms else {})}))
     print("\nwhat the cores allow (our processes' CPU per query, other work left out):")
     for line in ceiling_lines(runs, os.cpu_count() or 1):
         print("  " + line)
