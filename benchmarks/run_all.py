@@ -69,7 +69,7 @@ NOT_RUN: dict[str, str] = {
     "weaviate_shards": "a study of ranking over several shards, minutes per dataset; figures in "
                        "docs/experiments/2026-11-27-weaviate-shards.md",
     "hybrid_pool": "restarts the stack's Weaviate once per pool size and evaluates the dev sets (~3 minutes a pool); "
-                   "figures in docs/experiments/2026-11-27-weaviate-hybrid-pool.md",
+                   "figures in docs/experiments/2026-11-28-weaviate-hybrid-pool.md",
     "gpu_ingest": "the GPU path (device=auto on a CUDA machine); on a CPU it only repeats ingest_vectors' figures",
 }
 
