@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data"
@@ -46,29 +47,21 @@ def restart_weaviate(settings, pool: int | None) -> None:
     server.start(settings, settings.weaviate_api_key, extra_env=extra)
 
 
-def weaviate_ticks(settings) -> int:
-    from ragloom.stack import weaviate as server
-
-    pid = server.process(settings).pid()
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime, counted after the name
-
-
-def cpu_per_call(settings, queries: list[str], k: int) -> tuple[float, float]:
+def cpu_per_call(settings, queries: list[str], vectors: np.ndarray, k: int) -> tuple[float, float]:
     """(Weaviate's CPU ms per hybrid call, wall ms per call), ids only, on SciFact's eval collection."""
-    from ragloom.embedding import make_embedder
+    from ragloom.stack import weaviate as server
     from ragloom.stores.weaviate import WeaviateStore
 
-    settings = replace(settings, collection_prefix="EvalScifact")
-    vectors = make_embedder(settings, short_texts=True).encode(queries)
-    with WeaviateStore.connect(settings) as store:
+    weaviate = psutil.Process(server.process(settings).pid())
+    with WeaviateStore.connect(replace(settings, collection_prefix="EvalScifact")) as store:
         for text, vector in zip(queries[:20], vectors[:20], strict=True):  # warm-up
             store.hybrid("recursive", text, vector, k, ids_only=True)
-        ticks, started = weaviate_ticks(settings), time.perf_counter()
+        before, started = weaviate.cpu_times(), time.perf_counter()
         for text, vector in zip(queries, vectors, strict=True):
             store.hybrid("recursive", text, vector, k, ids_only=True)
         wall = time.perf_counter() - started
-        used = (weaviate_ticks(settings) - ticks) / os.sysconf("SC_CLK_TCK")
+        after = weaviate.cpu_times()
+    used = (after.user - before.user) + (after.system - before.system)
     return used * 1000 / len(queries), wall * 1000 / len(queries)
 
 
@@ -87,12 +80,14 @@ def main() -> int:
     pools = [int(p) for p in args.pools.split(",") if p]
     datasets = [d for d in args.datasets.split(",") if d]
 
+    from ragloom.embedding import make_embedder
     from ragloom.evaluation.datasets import load_dataset
     from ragloom.evaluation.metrics import paired_difference_ci
     from ragloom.settings import Settings
 
     settings = Settings.from_env()
     queries = [q.text for q in load_dataset(DATA / "scifact").queries][: args.calls]
+    vectors = make_embedder(settings, short_texts=True).encode(queries)  # once: the same vectors for every pool
     out_root = Path(args.out or tempfile.mkdtemp(prefix="ragloom-hybrid-pool-"))
     print(f"pools {pools}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; outputs in {out_root}",
           flush=True)
@@ -109,7 +104,7 @@ def main() -> int:
                 if done.returncode != 0:
                     raise SystemExit(f"ragloom eval failed on {dataset} at pool {pool}:\n{done.stderr[-3000:]}")
                 print(f"pool {pool}: {dataset} evaluated in {time.perf_counter() - started:.0f} s", flush=True)
-            cost[pool] = {k: cpu_per_call(settings, queries, k) for k in (10, 50)}
+            cost[pool] = {k: cpu_per_call(settings, queries, vectors, k) for k in (10, 50)}
             print(f"pool {pool}: Weaviate CPU per hybrid call "
                   + ", ".join(f"k {k} {c:.2f} ms (wall {w:.2f})" for k, (c, w) in cost[pool].items()), flush=True)
     finally:
