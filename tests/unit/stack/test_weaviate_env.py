@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-import time
 
-from polling import free_port_block
+from polling import free_port_block, wait_for
 
 from ragloom.settings import Settings
 from ragloom.stack import weaviate
@@ -27,9 +26,8 @@ def test_extra_env_reaches_the_server_over_the_stack_settings(monkeypatch, tmp_p
     monkeypatch.setattr(weaviate, "ready", lambda _settings: out.exists())
     try:
         weaviate.start(settings, "", extra_env={"QUERY_HYBRID_MAXIMUM_RESULTS": "60", "LOG_LEVEL": "debug"})
-        deadline = time.monotonic() + 10
-        while "LOG_LEVEL" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: out.exists() and "LOG_LEVEL" in out.read_text(), 10, "the stand-in's environment",
+                 interval=0.05)
         environ = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
     finally:
         weaviate.process(settings).stop(timeout=5)
