@@ -39,7 +39,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
@@ -161,8 +160,7 @@ class Run:
     seconds: float
     cpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)
     server_shares: str = ""  # a service run: each server process's share of the server's CPU
-    round: int = 1  # with --rounds: the round whose sequential run is this run's baseline
-    rounds: ClassVar[int] = 1  # --rounds: above 1, each row names its round
+    round: int | None = None  # with --rounds above 1: the round whose sequential run is this run's baseline
     connection_means_ms: list[float] = dataclasses.field(default_factory=list)  # a service run: per connection
 
     def spread(self) -> str:
@@ -174,11 +172,11 @@ class Run:
         return f"{means[0]:.0f} / {means[len(means) // 2]:.0f} / {means[-1]:.0f} ms over {len(means)} connections"
 
     def tag(self) -> str:
-        return f" (round {self.round})" if Run.rounds > 1 else ""
+        return f" (round {self.round})" if self.round else ""
 
     def cpu_row(self) -> str:
         cells = "".join(f"{self.cpu_ms[c]:>12.1f}" if c in self.cpu_ms else f"{'-':>12}" for c in CPU_COLUMNS)
-        return f"{self.name + self.tag():<40}{self.concurrency:>5}{cells}"
+        return f"{self.name + self.tag():<45}{self.concurrency:>5}{cells}"
 
     @property
     def throughput(self) -> float:
@@ -191,7 +189,7 @@ class Run:
     def row(self, baseline: float | None) -> str:
         ratio = f"{self.throughput / baseline:>7.2f}x" if baseline else f"{'':>8}"
         p50, p95, p99 = (pct(self.latencies_ms, q) for q in (50, 95, 99))
-        return (f"{self.name + self.tag():<40}{self.concurrency:>5}{len(self.latencies_ms):>8}"
+        return (f"{self.name + self.tag():<45}{self.concurrency:>5}{len(self.latencies_ms):>8}"
                 f"{self.throughput:>9.1f}{ratio}{p50:>9.1f}{p95:>9.1f}{p99:>9.1f}{self.errors:>8}")
 
 
@@ -398,7 +396,6 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"  {message}", file=sys.stderr, flush=True)
 
-    Run.rounds = args.rounds
     strategies = [s for s in args.strategies.split(",") if s]
     levels = [int(c) for c in args.concurrency.split(",") if c]
     namespace = GRAPH_NAMESPACE if args.prefix == PREFIX else args.prefix.lower()
@@ -412,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     chunk_count = ingest(settings, embedder, dataset.documents, "graph_rag" in strategies, log)
 
     runs: list[Run] = []
-    baselines: dict[tuple[str, int], float] = {}  # (strategy, round) -> its sequential qps
+    baselines: dict[tuple[str, int | None], float] = {}  # (strategy, round) -> its sequential qps
     with Ragloom(settings) as rag, tempfile.TemporaryDirectory() as tmp:  # rag: its own query embedder, as the
         for strategy in strategies:                                       # server loads it (one thread)
             rag.warm(strategy)
@@ -425,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
                 asyncio.run(concurrent(url, key, strategy, queries, args.k, 4, min(3.0, args.seconds)))  # warm-up
             # each round: the sequential baseline, then the service runs beside it in time, so that the machine's
             # drift (its speed moves by tens of percent over minutes) falls on both sides of each ratio
-            for round_ in range(1, args.rounds + 1):
+            rounds = list(range(1, args.rounds + 1)) if args.rounds > 1 else [None]
+            for round_ in rounds:
                 for strategy in strategies:
                     with CpuMeter(settings) as meter:
                         run = sequential(rag, strategy, queries, args.k, args.seconds)
@@ -453,20 +451,20 @@ def main(argv: list[str] | None = None) -> int:
                     with CpuMeter(settings) as meter:
                         runs.append(threaded(rag, strategy, queries, args.k, level, args.seconds))
                     runs[-1].cpu_ms = meter.per_query_ms(len(runs[-1].latencies_ms))
-                    runs[-1].round = args.rounds
-                    log(runs[-1].row(baselines[strategy, args.rounds]))
+                    runs[-1].round = rounds[-1]
+                    log(runs[-1].row(baselines[strategy, rounds[-1]]))
 
     print(f"\nservice load, SciFact: {len(dataset.documents)} abstracts, {chunk_count} recursive chunks, "
           f"{len(queries)} queries cycling, k={args.k}, {args.seconds:.0f} s per run, {os.cpu_count()} CPUs, "
           f"server workers {args.workers}, graph workers {args.graph_workers}, processes {args.processes}")
-    print(f"{'run':<40}{'conc':>5}{'queries':>8}{'qps':>9}{'vs seq':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+    print(f"{'run':<45}{'conc':>5}{'queries':>8}{'qps':>9}{'vs seq':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
           f"{'errors':>8}")
     for run in runs:
         print(run.row(None if run.name.startswith("in-process sequential")
                       else baselines[run.name.split()[-1], run.round]))
     print(f"\nCPU ms per query (2 cores: 2,000 CPU ms a second; the server row of an in-process run is empty, "
           f"this script is the API itself there), load average now {os.getloadavg()[0]:.2f}")
-    print(f"{'run':<40}{'conc':>5}" + "".join(f"{c:>12}" for c in CPU_COLUMNS))
+    print(f"{'run':<45}{'conc':>5}" + "".join(f"{c:>12}" for c in CPU_COLUMNS))
     for run in runs:
         print(run.cpu_row())
     for run in runs:
