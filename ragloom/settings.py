@@ -267,18 +267,19 @@ class Settings:
     embed_model: str = _setting("",
         "embedding model name or local path; default all-MiniLM-L6-v2 from its PyPI package")
     embed_backend: str = _setting("onnx-int8",
-        "onnx-int8 | onnx | torch | auto. auto: torch on a GPU; on a CPU with AMX-BF16 (Intel Sapphire Rapids and "
-        "later) torch in bf16 for passages and onnx-int8 for short texts (queries, entity names); else onnx-int8. "
-        "auto ingests faster there but is not the default (why, with figures: the embedding-backend design page). "
-        "All four give vectors of one family, so a change keeps the collections (only new chunks are embedded by "
-        "the new backend)")
+        "onnx-int8 | onnx | torch | openvino | auto. auto: torch on a GPU; on a CPU with AMX-BF16 (Intel Sapphire "
+        "Rapids and later) openvino in bf16 for passages and onnx-int8 for short texts (queries, entity names); "
+        "else onnx-int8. auto ingests faster there but is not the default (why, with figures: the embedding-backend "
+        "design page). All five give vectors of one family, so a change keeps the collections (only new chunks are "
+        "embedded by the new backend)")
     embed_device: str = _setting("auto",
         "auto (a CUDA GPU when one is present, where the torch backend runs in the ONNX backends' place: the same "
         "vectors' family), cpu, cuda or cuda:N")
     embed_batch_size: int = _setting(0, "texts per embedding model call; 0 = by device (CPU 32, GPU 512)")
     embed_dtype: str = _setting("auto",
-        "the torch backend's precision: auto (fp16 on a GPU, bf16 on a CPU with AMX-BF16 under backend auto, else "
-        "fp32) | fp32 | fp16 (a GPU) | bf16 (a GPU, or a CPU with AMX-BF16)")
+        "the torch and openvino backends' precision: auto (torch: fp16 on a GPU, else fp32; openvino: bf16 on a "
+        "CPU with AMX-BF16, else fp32) | fp32 | fp16 (torch on a GPU) | bf16 (torch on a GPU; either on a CPU with "
+        "AMX-BF16)")
     rerank_model: str = _setting(RERANK_DEFAULT_MODEL,
         "cross-encoder name (hub or its cache) or local folder; none = no reranker")
     rerank_backend: str = _setting("onnx", "onnx (fp32, PyTorch's scores within 1e-4) | onnx-int8 | torch")
@@ -498,8 +499,9 @@ class Settings:
             raise ConfigError(f"RAGLOOM_EMBED_DTYPE={self.embed_dtype!r}: choose auto, fp32, fp16 or bf16")
         if self.embed_batch_size < 0:
             raise ConfigError(f"RAGLOOM_EMBED_BATCH_SIZE={self.embed_batch_size}: use 0 (by device) or a count")
-        if self.embed_backend not in ("auto", *MODEL_BACKENDS):
-            raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose auto, torch, onnx or onnx-int8")
+        if self.embed_backend not in ("auto", *MODEL_BACKENDS, "openvino"):
+            raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose auto, torch, onnx, onnx-int8 "
+                              "or openvino")
         if self.weaviate_flat_search_cutoff < 0:
             raise ConfigError(f"RAGLOOM_WEAVIATE_FLAT_SEARCH_CUTOFF={self.weaviate_flat_search_cutoff}: must be >= 0")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:

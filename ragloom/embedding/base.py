@@ -32,7 +32,7 @@ def resolve_model_path(name_or_path: str = "") -> str:
 # with another's query vectors at the same quality. Measured on all-MiniLM-L6-v2, SciFact dev texts, cosine to
 # torch fp32: onnx fp32 >= 0.9999, onnx-int8 min 0.97 / mean 0.99, torch fp16 on a GPU min 0.999; dev nDCG@10 in
 # docs/experiments/2026-11-26-ingest-hardware-limit.md.
-FAMILY_BACKENDS = frozenset({"torch", "onnx", "onnx-int8"})
+FAMILY_BACKENDS = frozenset({"torch", "onnx", "onnx-int8", "openvino"})
 _DEFAULT_ALIASES = ("", DEFAULT_MODEL_NAME, f"sentence-transformers/{DEFAULT_MODEL_NAME}")
 
 

@@ -1,15 +1,15 @@
-"""Pick and build the embedder the settings ask for: backend (auto | torch | onnx | onnx-int8), model, device,
-batch, dtype.
+"""Pick and build the embedder the settings ask for: backend (auto | torch | onnx | onnx-int8 | openvino), model,
+device, batch, dtype.
 
 ``device=auto`` (the default) takes a CUDA GPU when one is present. The ONNX backends have no GPU path here
 (onnxruntime without its CUDA provider), so on a GPU the torch backend runs instead, in fp16: the same weights,
 vectors of the same family (``ragloom.embedding.base.same_family``), so collections built on either side serve
 the other. ``backend=auto`` (opt-in) is the fastest backend measured for the work on this machine: torch
-(fp16) on a GPU; on a CPU with AMX-BF16 (Intel Sapphire Rapids and later) torch in bf16 for passages and
+(fp16) on a GPU; on a CPU with AMX-BF16 (Intel Sapphire Rapids and later) OpenVINO in bf16 for passages and
 onnx-int8 for short texts (queries, entity names); onnx-int8 on any other CPU. It is not the default: with
-passages in bf16, graph_rag lost 0.012 nDCG@10 on MuSiQue dev, with the paired CI below zero
-(docs/experiments/2026-11-27-amx-bf16-embedder.md). Batch size and dtype default by
-device; settings override both.
+passages in bf16, graph_rag lost nDCG@10 on MuSiQue dev (docs/experiments/2026-11-27-amx-bf16-embedder.md,
+docs/experiments/2026-11-28-openvino-bf16-embedder.md). Batch size and dtype default by device; settings override
+both.
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ from ragloom.embedding.base import Embedder, backend_of, model_family, same_fami
 from ragloom.errors import ConfigError, EmbeddingError
 from ragloom.settings import Settings
 
-BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino")
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 # Texts per model call when the settings say 0: on 2 CPU cores the int8 model embeds 1.09x faster in batches of
 # 32 than of 64 (docs/experiments/2026-11-26-ingest-hardware-limit.md); a GPU wants large ones (all-MiniLM-L6-v2
 # on an H200: 1,618 texts/s at 64, 2,578 at 256, 2,973 at 1,024).
 DEFAULT_BATCH = {"cpu": 32, "cuda": 512}
-# The torch backend's dtype when the settings say auto: fp16 on a GPU (min cosine 0.999 to fp32 on SciFact
-# abstracts, bf16 0.996; up to ~1.5x fp32's speed there); under backend auto, bf16 on a CPU with AMX-BF16, whose
-# tile unit multiplies bf16 matrices (on 2 Sapphire Rapids cores, SciFact chunks: 210 chunks/s against fp32's 71
-# and onnx-int8's 122; min cosine to fp32 0.996, int8's 0.987: docs/experiments/2026-11-27-amx-bf16-embedder.md);
-# fp32 on other CPUs. The ONNX backends run fp32 (or their int8) graphs.
+# The dtype when the settings say auto. torch: fp16 on a GPU (min cosine 0.999 to fp32 on SciFact abstracts, bf16
+# 0.996; up to ~1.5x fp32's speed there), fp32 on the CPU. openvino: bf16 on a CPU with AMX-BF16, whose tile unit
+# multiplies bf16 matrices (on 2 Sapphire Rapids cores, SciFact chunks embedded ~1.9x as fast as onnx-int8, vectors
+# closer to fp32's: docs/experiments/2026-11-28-openvino-bf16-embedder.md), fp32 elsewhere. The onnxruntime
+# backends run their fp32 (or int8) graphs.
 DEFAULT_DTYPE = {"cpu": "fp32", "cpu-amx": "bf16", "cuda": "fp16"}
 
 
@@ -48,7 +48,7 @@ class EmbedderParams:
     device: str = "auto"  # cpu | cuda | cuda:N | auto (a CUDA GPU when present, else cpu)
     batch_size: int = 0  # texts per model call; 0 = by device (DEFAULT_BATCH)
     cache_dir: Path | None = None  # where ONNX exports are kept; None = Settings().cache_dir
-    dtype: str = "auto"  # auto (by device: DEFAULT_DTYPE) | fp32 | fp16 | bf16 (torch: fp16 on a GPU, bf16 with AMX)
+    dtype: str = "auto"  # auto (DEFAULT_DTYPE) | fp32 | fp16 | bf16 (torch: fp16 on a GPU; openvino: bf16 with AMX)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbedderParams:
@@ -112,13 +112,14 @@ def plan(params: EmbedderParams, *, short_texts: bool = False, has_cuda: bool | 
          onnx_cuda: bool | None = None, has_amx: bool | None = None) -> Plan:
     """Backend, device, batch size and dtype for ``params`` here: ``device=auto`` takes a present CUDA GPU,
     with the torch backend when the ONNX Runtime installed has no CUDA provider; an explicit cuda must exist.
-    ``backend=auto`` resolves by the device and the work: torch on a GPU; on a CPU with AMX-BF16 torch (bf16) for
-    passages, and onnx-int8 for ``short_texts``; onnx-int8 on other CPUs. Short texts (queries, entity names: a
-    few words each) are where AMX's tiles have little to multiply: on 2 idle cores onnx-int8 embedded 2,600-2,700
+    ``backend=auto`` resolves by the device and the work: torch on a GPU; on a CPU with AMX-BF16 openvino (bf16)
+    for passages, and onnx-int8 for ``short_texts``; onnx-int8 on other CPUs. Short texts (queries, entity names:
+    a few words each) are where AMX's tiles have little to multiply: on 2 idle cores onnx-int8 embedded 2,600-2,700
     names/s and torch bf16 1,600-1,800; with another process busy on both cores (as spaCy's workers are beside the
-    synonym pass) torch fell to 100-120 and onnx-int8 to 1,200-1,400. A query takes 2 ms on one thread with no
-    torch import (docs/experiments/2026-11-27-amx-bf16-embedder.md). ``has_cuda`` / ``onnx_cuda``
-    / ``has_amx`` stand for the probes (tests)."""
+    synonym pass) torch fell to 100-120 and onnx-int8 to 1,200-1,400. A query takes 2 ms on one thread
+    (docs/experiments/2026-11-27-amx-bf16-embedder.md). openvino runs on the CPU only: on a GPU, as the
+    onnxruntime backends without a CUDA provider, it gives way to torch under ``device=auto``. ``has_cuda`` /
+    ``onnx_cuda`` / ``has_amx`` stand for the probes (tests)."""
     backend, device = params.backend, params.device
     if device == "auto" or device.startswith("cuda"):
         has_cuda = cuda_present() if has_cuda is None else has_cuda
@@ -130,25 +131,32 @@ def plan(params: EmbedderParams, *, short_texts: bool = False, has_cuda: bool | 
                                  f"(torch.cuda.is_available() is false)")
         if backend == "auto":
             backend = "torch"
-        elif backend != "torch" and not (_onnx_has_cuda() if onnx_cuda is None else onnx_cuda):
+        elif backend != "torch" and (backend == "openvino"
+                                     or not (_onnx_has_cuda() if onnx_cuda is None else onnx_cuda)):
             if params.device != "auto":
-                raise EmbeddingError(f"embedding device {params.device!r} with the {backend} backend needs "
-                                     "onnxruntime-gpu; use the torch backend on a GPU (or device auto)")
+                needs = "runs on the CPU only" if backend == "openvino" else "needs onnxruntime-gpu"
+                raise EmbeddingError(f"embedding device {params.device!r}: the {backend} backend {needs}; use the "
+                                     "torch backend on a GPU (or device auto)")
             backend = "torch"  # the same weights and vector family on the GPU
     kind = "cuda" if device.startswith("cuda") else "cpu"
     amx = kind == "cpu" and (cpu_has_amx_bf16() if has_amx is None else has_amx)
-    if backend == "auto":  # on the CPU here; a half-precision dtype asked for is torch's
-        backend = "torch" if (amx and not short_texts) or params.dtype in ("fp16", "bf16") else "onnx-int8"
+    if backend == "auto":  # on the CPU here; bf16 asked for runs in openvino, fp16 is torch's (and refused below)
+        if params.dtype == "fp16":
+            backend = "torch"
+        else:
+            backend = "openvino" if (amx and not short_texts) or params.dtype == "bf16" else "onnx-int8"
     if params.dtype != "auto":
         dtype = params.dtype
-    elif backend == "torch":  # bf16 on the CPU when auto chose torch for AMX; torch asked for by name stays fp32
-        dtype = DEFAULT_DTYPE["cpu-amx" if amx and params.backend == "auto" else kind]
+    elif backend == "torch":
+        dtype = DEFAULT_DTYPE[kind]
+    elif backend == "openvino":
+        dtype = DEFAULT_DTYPE["cpu-amx" if amx else "cpu"]
     else:
         dtype = "fp32"
     if dtype != "fp32":
-        if backend != "torch":
-            raise ConfigError(f"embedding dtype {dtype} needs the torch backend (this is {backend}); "
-                              "use fp32 or auto")
+        if backend not in ("torch", "openvino") or (backend == "openvino" and dtype != "bf16"):
+            raise ConfigError(f"embedding dtype {dtype} is not one the {backend} backend computes in; use fp32 or "
+                              "auto (torch: fp16 on a GPU, bf16 on AMX; openvino: bf16 on AMX)")
         if kind == "cpu" and dtype == "fp16":
             raise ConfigError("embedding dtype fp16 needs a GPU; on the CPU use fp32, auto, or bf16 where the CPU "
                               "has AMX-BF16")
@@ -226,5 +234,8 @@ def _build(params: EmbedderParams, chosen: Plan) -> Embedder:
                                            dtype=chosen.dtype)
     from ragloom.embedding.onnx import OnnxEmbedder  # deferred: torch / onnxruntime load only with a model
 
+    if chosen.backend == "openvino":
+        return OnnxEmbedder(params.model, runtime="openvino", dtype=chosen.dtype, batch_size=chosen.batch_size,
+                            cache_dir=params.cache_dir)
     return OnnxEmbedder(params.model, quantized=chosen.backend == "onnx-int8", device=chosen.device,
                         batch_size=chosen.batch_size, cache_dir=params.cache_dir)

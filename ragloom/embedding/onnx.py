@@ -31,6 +31,7 @@ QUANT_RECIPE = "dynamic-qint8-per-channel-v1"
 OPSET = 17
 MAX_BATCH_TOKENS = 8192  # padded tokens per model call
 FP32_FILE = "model.onnx"
+RUNTIMES = ("onnxruntime", "openvino")
 INT8_FILE = f"model-int8-{QUANT_RECIPE}.onnx"
 
 
@@ -269,7 +270,7 @@ class OnnxEmbedder(Embedder):
 
     def __init__(self, model: str = "", *, quantized: bool = False, device: str = "cpu", batch_size: int = 64,
                  cache_dir: Path | str | None = None, threads: int | None = None,
-                 max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
+                 max_batch_tokens: int = MAX_BATCH_TOKENS, runtime: str = "onnxruntime", dtype: str = "fp32") -> None:
         from tokenizers import Tokenizer
 
         if batch_size < 1:
@@ -284,8 +285,19 @@ class OnnxEmbedder(Embedder):
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
         self.pooling = layout.pooling
-        self.backend = "onnx-int8" if quantized else "onnx"
-        recipe = f"{EXPORT_RECIPE}+{QUANT_RECIPE}" if quantized else EXPORT_RECIPE
+        if runtime not in RUNTIMES:
+            raise EmbeddingError(f"unknown ONNX runtime {runtime!r}; use {', '.join(RUNTIMES)}")
+        if runtime == "openvino" and quantized:
+            raise EmbeddingError("the openvino backend runs the fp32 export (in bf16 where the CPU has AMX), "
+                                 "not the int8 one")
+        if runtime == "openvino" and device.startswith("cuda"):
+            raise EmbeddingError("the openvino backend runs on the CPU; use the torch backend on a GPU")
+        self.runtime, self.dtype = runtime, dtype
+        if runtime == "openvino":
+            self.backend, recipe = "openvino", f"{EXPORT_RECIPE}+{dtype}"
+        else:
+            self.backend = "onnx-int8" if quantized else "onnx"
+            recipe = f"{EXPORT_RECIPE}+{QUANT_RECIPE}" if quantized else EXPORT_RECIPE
         self.model_id = f"{model or DEFAULT_MODEL_NAME}|{self.backend}|{self.dimension}|{recipe}"
 
         self._tokenizer = Tokenizer.from_file(str(layout.tokenizer_path))
@@ -295,7 +307,7 @@ class OnnxEmbedder(Embedder):
 
         self._cuda = device.startswith("cuda")
         threads = threads or usable_cpus()
-        self._session = open_session(self.onnx_path, threads, cuda=self._cuda)
+        self._session = self._open(threads)
         self._inputs = [i.name for i in self._session.get_inputs()]
         self._single: OnnxEmbedder | None = self if threads == 1 or self._cuda else None
 
@@ -312,10 +324,17 @@ class OnnxEmbedder(Embedder):
         (docs/experiments/2026-11-26-synonym-pass-speed.md). On a GPU: itself."""
         if self._single is None:
             single = copy.copy(self)
-            single._session = open_session(self.onnx_path, 1)
+            single._session = self._open(1)
             single._single = single
             self._single = single
         return self._single
+
+    def _open(self, threads: int) -> Any:
+        if self.runtime == "openvino":
+            from ragloom.embedding.openvino import open_openvino  # deferred: openvino loads only for its backend
+
+            return open_openvino(Path(self.onnx_path), threads, self.dtype)
+        return open_session(self.onnx_path, threads, cuda=self._cuda)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -328,8 +347,8 @@ class OnnxEmbedder(Embedder):
         for rows, feed in padded_batches(encodings, self._pad_id, self.batch_size, self.max_batch_tokens):
             try:
                 hidden = self._session.run(None, {k: feed[k] for k in self._inputs})[0]
-            except Exception as e:  # onnxruntime raises bare exceptions
-                raise EmbeddingError(f"ONNX Runtime failed on a batch of {len(rows)}: {e}") from e
+            except Exception as e:  # onnxruntime raises bare exceptions, openvino RuntimeErrors of its own
+                raise EmbeddingError(f"{self.runtime} failed on a batch of {len(rows)}: {e}") from e
             out[rows] = self._pool(hidden, feed["attention_mask"])
         return out
 

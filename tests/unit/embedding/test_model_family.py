@@ -14,9 +14,10 @@ INT8 = "all-MiniLM-L6-v2|onnx-int8|384|torchscript-opset17-v1+fused-dynamic-qint
 INT8_V1 = "all-MiniLM-L6-v2|onnx-int8|384|torchscript-opset17-v1+dynamic-qint8-per-channel-v1"
 FP32 = "sentence-transformers/all-MiniLM-L6-v2|onnx|384|torchscript-opset17-v1"
 OTHER = "/models/e5-small|torch|384"
+OPENVINO = "all-MiniLM-L6-v2|openvino|384|torchscript-opset17-v1+bf16"
 
 
-@pytest.mark.parametrize("a, b", [(TORCH, INT8), (TORCH_FP16, INT8_V1), (INT8, INT8_V1), (FP32, TORCH), (OTHER, OTHER),
+@pytest.mark.parametrize("a, b", [(TORCH, INT8), (TORCH_FP16, INT8_V1), (INT8, INT8_V1), (FP32, TORCH), (OPENVINO, INT8), (OTHER, OTHER),
                                   ("test-model", "test-model")])
 def test_backends_of_one_model_are_one_family(a, b):
     assert same_family(a, b) and same_family(b, a)
@@ -32,6 +33,7 @@ def test_family_and_backend_of_an_id():
     assert model_family(FP32) == model_family(TORCH_FP16) == "all-MiniLM-L6-v2|384"
     assert model_family("free text") is None
     assert backend_of(INT8) == ("", "onnx-int8") and backend_of(OTHER) == ("/models/e5-small", "torch")
+    assert backend_of(OPENVINO) == ("", "openvino")
     assert backend_of("free text") is None
 
 
