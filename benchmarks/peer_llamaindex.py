@@ -121,7 +121,7 @@ def phase_ragloom(args: argparse.Namespace) -> dict:
     from ragloom.stores.weaviate import WeaviateStore
     from ragloom.types import Document, Scope
 
-    # like for like: torch in fp32, as the peer runs it (backend auto may pick torch in bf16 on a CPU with AMX)
+    # like for like: torch in fp32, as the peer runs it (torch's dtype auto is fp32 on the CPU; set it anyway)
     settings = dataclasses.replace(Settings.from_env(), embed_backend=args.ragloom_backend,
                                    embed_dtype="fp32" if args.ragloom_backend == "torch" else "auto",
                                    embed_batch_size=EMBED_BATCH, collection_prefix=args.collection)

@@ -17,8 +17,8 @@ OTHER = "/models/e5-small|torch|384"
 OPENVINO = "all-MiniLM-L6-v2|openvino|384|torchscript-opset17-v1+bf16"
 
 
-@pytest.mark.parametrize("a, b", [(TORCH, INT8), (TORCH_FP16, INT8_V1), (INT8, INT8_V1), (FP32, TORCH), (OPENVINO, INT8), (OTHER, OTHER),
-                                  ("test-model", "test-model")])
+@pytest.mark.parametrize("a, b", [(TORCH, INT8), (TORCH_FP16, INT8_V1), (INT8, INT8_V1), (FP32, TORCH),
+                                  (OPENVINO, INT8), (OTHER, OTHER), ("test-model", "test-model")])
 def test_backends_of_one_model_are_one_family(a, b):
     assert same_family(a, b) and same_family(b, a)
 
