@@ -138,7 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--backend", default="onnx-int8",
-                        help="ragloom backend: onnx-int8 (the default) | auto | torch | onnx")
+                        help="ragloom backend: onnx-int8 (the default) | auto | torch | onnx | openvino")
     parser.add_argument("--batch-size", type=int, default=256, help="chunks per sync batch (embed + write)")
     parser.add_argument("--embed-batch", type=int, default=0,
                         help="texts per model call, both sides (0: ragloom's default by device; the baseline 64)")
