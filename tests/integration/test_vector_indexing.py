@@ -153,6 +153,13 @@ def test_another_backend_of_the_model_keeps_the_collection_and_another_model_reb
     # int8 query vectors find the fp32 vectors, and fp32 query vectors the int8 ones
     assert store.near_vector(STRATEGY, int8.encode([chunks[2].embed_text])[0], 1)[0].chunk_id == chunks[2].chunk_id
     assert store.near_vector(STRATEGY, embedder.encode([more[1].embed_text])[0], 1)[0].chunk_id == more[1].chunk_id
+    # openvino (bf16 on a CPU with AMX, fp32 elsewhere) joins the collection too, and each finds the other's vectors
+    openvino = make_embedder({"backend": "openvino"})
+    last = chunker.chunk_many(documents[5:7])
+    joined = sync_vectors(store, openvino, STRATEGY, chunks + more + last)
+    assert not joined.recreated and joined.inserted == joined.embedded == len(last)
+    assert store.near_vector(STRATEGY, openvino.encode([more[1].embed_text])[0], 1)[0].chunk_id == more[1].chunk_id
+    assert store.near_vector(STRATEGY, int8.encode([last[-1].embed_text])[0], 1)[0].chunk_id == last[-1].chunk_id
 
     other = OnnxEmbedder(str(build_encoder(tmp_path / "tiny")), cache_dir=tmp_path / "cache")  # another model
     report = sync_vectors(store, other, STRATEGY, chunks)
