@@ -262,7 +262,8 @@ def padded_batches(encodings: Sequence[Any], pad_id: int, batch_size: int, max_b
 
 
 class OnnxEmbedder(Embedder):
-    """all-MiniLM-L6-v2 (or any BERT-style sentence-transformers model) through ONNX Runtime.
+    """all-MiniLM-L6-v2 (or any BERT-style sentence-transformers model) exported to ONNX, run by ONNX Runtime (fp32
+    or int8) or by OpenVINO (``runtime="openvino"``: the fp32 file, in ``dtype`` fp32 or bf16).
 
     Texts are tokenized all at once, sorted by token count and batched, so each batch pads only to its
     own longest text (the big win on CPU); vectors come back in the caller's order.

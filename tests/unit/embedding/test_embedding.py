@@ -70,6 +70,12 @@ def test_openvino_runs_the_onnx_export_close_to_fp32_in_bf16_where_the_cpu_has_a
     single = embedder.single_threaded()
     assert single is not embedder and np.array_equal(single.encode(abstracts), vectors)
     assert embedder.encode([]).shape == (0, 384)
+    # the service's query threads may share one embedder: each thread runs its own infer request
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda text: single.encode([text]), abstracts * 2))
+    assert all(np.array_equal(out[0], single.encode([text])[0]) for out, text in zip(outs, abstracts * 2, strict=True))
     with pytest.raises(EmbeddingError, match="openvino could not compile"):
         open_openvino(Path(__file__), 1, "fp32")  # a Python file is no ONNX model
     with pytest.raises(EmbeddingError, match="not the int8 one"):
