@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ragloom.embedding.base import Embedder, backend_of, model_family, same_family
+from ragloom.embedding.openvino import PRECISIONS as OPENVINO_PRECISIONS  # names only: openvino loads on use
 from ragloom.errors import ConfigError, EmbeddingError
 from ragloom.settings import Settings
 
@@ -39,6 +40,8 @@ DEFAULT_BATCH = {"cpu": 32, "cuda": 512}
 # closer to fp32's: docs/experiments/2026-11-28-openvino-bf16-embedder.md), fp32 elsewhere. The onnxruntime
 # backends run their fp32 (or int8) graphs.
 DEFAULT_DTYPE = {"cpu": "fp32", "cpu-amx": "bf16", "cuda": "fp16"}
+# The dtypes a backend computes in; the onnxruntime backends run their graphs as exported (fp32, or int8 weights).
+COMPUTES_IN = {"torch": ("fp32", "fp16", "bf16"), "openvino": tuple(OPENVINO_PRECISIONS)}
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,7 @@ def plan(params: EmbedderParams, *, short_texts: bool = False, has_cuda: bool | 
     else:
         dtype = "fp32"
     if dtype != "fp32":
-        if backend not in ("torch", "openvino") or (backend == "openvino" and dtype != "bf16"):
+        if dtype not in COMPUTES_IN.get(backend, ("fp32",)):
             raise ConfigError(f"embedding dtype {dtype} is not one the {backend} backend computes in; use fp32 or "
                               "auto (torch: fp16 on a GPU, bf16 on AMX; openvino: bf16 on AMX)")
         if kind == "cpu" and dtype == "fp16":
