@@ -44,13 +44,17 @@ MULTI_HOP = {"musique"}
 COMBINE_KNOBS = ("lane_head", "walk_slots")
 LEVEL = {"obliqa": "passage"}  # every other set at document level
 REFERENCES = ("hybrid", "dense", "bm25")
-# the gates and caps of the 2026-11-26 record, simulated when ``analyse`` gets no --grid (None: no bound)
+# the gates and caps of the 2026-11-26 records, simulated when ``analyse`` gets no --grid (None: no bound)
 SWEEP = [
     {"min_named": [0, 1, 2], "lane_head": [2, 3, 4], "walk_slots": [1, 2, 3, 4, 5, 6, 8, None]},
     {"min_named": [1], "max_named": [2, 3, 4, 6], "lane_head": [2, 3], "walk_slots": [3, None]},
     {"min_named": [1], "min_concentration": [0.35, 0.45], "min_overlap": [0, 0.7, 0.8], "lane_head": [3],
      "walk_slots": [3, None]},
     {"min_named": [0], "max_named": [2, 3, 4, 5, 6, 8, None], "min_overlap": [0, 0.6, 0.7, 0.8], "lane_head": [3],
+     "walk_slots": [3, 4, 5, 6, 8, None]},
+    # the 2026-11-28 record: the average overlap, which one chunk moves by less than min_overlap's tenth
+    {"min_named": [0], "max_named": [4, 5, 6, 8, None],
+     "min_average_overlap": [0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8], "lane_head": [3],
      "walk_slots": [3, 4, 5, 6, 8, None]},
 ]
 # name -> graph_rag options over its defaults: the two orders the gates combine, and the shipped default

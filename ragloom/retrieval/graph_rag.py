@@ -72,6 +72,11 @@ class GraphRagRetriever(Retriever):
                               help="the vector lane's order answers unless at least this share of the walk's first "
                                    "10 chunks are in the lane's first 10 (a walk that re-ranks, not one that "
                                    "drifts); 0 = always walk"),
+        "min_average_overlap": Option(0.0, min=0.0, max=1.0,
+                                      help="the vector lane's order answers unless the walk's first d chunks share "
+                                           "at least this much with the lane's first d, averaged over d = 1..10 "
+                                           "(one chunk moving changes it a little, where min_overlap flips); "
+                                           "0 = not checked"),
         "lane_weight": Option(0.0, min=0.0, max=10.0,
                               help="RRF weight of the vector lane's own ranking fused with the walk's (0 = walk only)"),
         "lane_head": Option(3, min=0, max=1000,
@@ -277,7 +282,8 @@ class GraphRagRetriever(Retriever):
 def gate_thresholds(options: dict[str, Any]) -> walk_gate.GateThresholds:
     """The walk's gate from the declared options (ragloom.retrieval.walk_gate)."""
     return walk_gate.GateThresholds(min_named=1 if options["require_named"] else 0, max_named=options["max_named"],
-                                    min_overlap=options["min_overlap"])
+                                    min_overlap=options["min_overlap"],
+                                    min_average_overlap=options["min_average_overlap"])
 
 
 def _query_nlp(context: Any, request: SearchRequest) -> Any:

@@ -268,7 +268,9 @@ def test_graph_rag_gate_and_slots_bound_how_far_the_walk_moves_the_lane(musique_
     moved = [i.chunk_id for i in free.items] != lane
     assert moved  # otherwise nothing below could tell the gate's answer from the walk's
     # a bound the query's signals fail: the lane's order answers, and the metadata says the walk did not
-    for bound in ({"min_overlap": min(1.0, signals["overlap"] + 0.1)}, {"max_named": signals["named"] - 1}):
+    assert 0.0 <= signals["average_overlap"] < 0.99
+    for bound in ({"min_overlap": min(1.0, signals["overlap"] + 0.1)}, {"max_named": signals["named"] - 1},
+                  {"min_average_overlap": signals["average_overlap"] + 0.01}):
         held = musique_corpus.rag.query(text, strategy="graph_rag", **base, **{**WALK_ALWAYS, **bound})
         assert [i.chunk_id for i in held.items] == lane, bound
         assert held.metadata.details["graph"]["walked"] is False and "graph" not in held.metadata.lanes_run

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragloom.retrieval.walk_gate import GateThresholds, WalkSignals, combine, should_walk, walk_signals
+from ragloom.retrieval.walk_gate import GateThresholds, WalkSignals, average_overlap, combine, should_walk, walk_signals
 
 
 def ids(lane, walk, head, slots, k=10):
@@ -51,17 +51,37 @@ def test_combine_invariants(lane, walk, head, slots, k):
 
 def test_signals_read_the_lane_and_the_walk():
     s = walk_signals(2, [0.8, 0.6, 0.1], ["a", "b", "c"], ["a", "x", "b", "y"], [0.5, 0.3, 0.1, 0.1])
+    # depths 1..10 against lane a, b, c: 1/1, 1/2, 2/3, then 2/4 .. 2/10 (the walk's x, y are never in it)
+    ao = (1 + 1 / 2 + 2 / 3 + sum(2 / d for d in range(4, 11))) / 10
     assert s == WalkSignals(named=2, lane_top=0.8, lane_margin=pytest.approx(0.25), overlap=0.5,
-                            concentration=pytest.approx(0.5))
+                            concentration=pytest.approx(0.5), average_overlap=pytest.approx(ao))
 
 
 def test_signals_of_empty_orders():
     s = walk_signals(0, [], [], [], [])
-    assert (s.lane_top, s.lane_margin, s.overlap, s.concentration) == (0.0, 0.0, 1.0, 0.0)
+    assert (s.lane_top, s.lane_margin, s.overlap, s.concentration, s.average_overlap) == (0.0, 0.0, 1.0, 0.0, 1.0)
+
+
+@given(st.lists(st.sampled_from("abcdefghijklmn"), max_size=14, unique=True),
+       st.lists(st.sampled_from("abcdefghijklmn"), min_size=1, max_size=14, unique=True))
+def test_average_overlap_is_the_mean_of_the_overlaps_at_each_depth(lane, walk):
+    by_slices = sum(len(set(walk[:d]) & set(lane[:d])) / d for d in range(1, 11)) / 10
+    assert average_overlap(lane, walk) == pytest.approx(by_slices)
+    if lane:
+        assert average_overlap(walk, lane) == pytest.approx(by_slices)  # symmetric
+    assert 0.0 <= average_overlap(lane, walk) <= 1.0
+
+
+def test_one_chunk_moves_average_overlap_less_than_overlap():
+    lane = list("abcdefghij")
+    walk = list("abcdefghiz")  # the 10th chunk differs: overlap drops by a tenth
+    assert walk_signals(0, [], lane, lane, []).overlap - walk_signals(0, [], lane, walk, []).overlap \
+        == pytest.approx(0.1)
+    assert average_overlap(lane, lane) - average_overlap(lane, walk) == pytest.approx(0.01)
 
 
 def test_gate_walks_only_when_every_bound_holds():
-    s = WalkSignals(named=3, lane_top=0.9, lane_margin=0.2, overlap=0.7, concentration=0.3)
+    s = WalkSignals(named=3, lane_top=0.9, lane_margin=0.2, overlap=0.7, concentration=0.3, average_overlap=0.55)
     assert should_walk(s, GateThresholds())
     assert not should_walk(s, GateThresholds(min_named=4))
     assert should_walk(s, GateThresholds(max_named=3))  # bounds are inclusive
@@ -69,6 +89,8 @@ def test_gate_walks_only_when_every_bound_holds():
     assert should_walk(s, GateThresholds(min_overlap=0.7))
     assert not should_walk(s, GateThresholds(min_overlap=0.8))
     assert not should_walk(s, GateThresholds(min_concentration=0.4))
+    assert should_walk(s, GateThresholds(min_average_overlap=0.55))
+    assert not should_walk(s, GateThresholds(min_average_overlap=0.6))
     assert should_walk({"named": 0, "lane_top": 0.9, "lane_margin": 0.2, "overlap": 1.0, "concentration": 0.3},
                        GateThresholds(min_named=0, max_named=0, min_overlap=1.0))
 
@@ -79,5 +101,7 @@ def test_graph_rag_gate_reads_its_declared_options():
 
     defaults = option_defaults(GraphRagRetriever.declared_options)
     assert gate_thresholds(defaults) == GateThresholds(min_named=0, max_named=defaults["max_named"],
-                                                       min_overlap=defaults["min_overlap"])
+                                                       min_overlap=defaults["min_overlap"],
+                                                       min_average_overlap=defaults["min_average_overlap"])
+    assert gate_thresholds({**defaults, "min_average_overlap": 0.55}).min_average_overlap == 0.55
     assert gate_thresholds({**defaults, "require_named": True}).min_named == 1
