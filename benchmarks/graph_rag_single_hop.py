@@ -61,9 +61,11 @@ SWEEP = [
 BUILTIN_CONFIGS = {
     "lane": {"query_entities": False, "require_named": True},  # no named entity: the vector lane's order
     "walk": {"require_named": False, "lane_head": 0, "max_named": 1000, "min_overlap": 0.0,
-             "walk_slots": 1000},  # the walk on every query, nothing kept from the lane
+             "min_average_overlap": 0.0, "walk_slots": 1000},  # the walk on every query, nothing kept from the lane
     "default": {},  # as shipped
-    "previous default": {"require_named": True, "max_named": 1000, "min_overlap": 0.0, "walk_slots": 1000},
+    # the default of 2026-11-26 to 2026-11-28: a count of shared chunks, a bound on names and on slots
+    "previous default": {"require_named": False, "max_named": 5, "min_overlap": 0.7, "min_average_overlap": 0.0,
+                         "walk_slots": 6},
 }
 
 

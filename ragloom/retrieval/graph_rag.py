@@ -65,14 +65,14 @@ class GraphRagRetriever(Retriever):
                                        "at this cosine or more (0 = exact names only)"),
         "require_named": Option(False, help="walk only when the query names a graph entity; else the vector "
                                             "lane answers (off: the best candidates' entities seed the walk)"),
-        "max_named": Option(5, min=0, max=1000,
+        "max_named": Option(1000, min=0, max=1000,
                             help="the vector lane's order answers a query naming more graph entities than this "
-                                 "(seeds that many spread the walk thin)"),
-        "min_overlap": Option(0.7, min=0.0, max=1.0,
+                                 "(seeds that many spread the walk thin; 1000: no bound)"),
+        "min_overlap": Option(0.0, min=0.0, max=1.0,
                               help="the vector lane's order answers unless at least this share of the walk's first "
                                    "10 chunks are in the lane's first 10 (a walk that re-ranks, not one that "
                                    "drifts); 0 = always walk"),
-        "min_average_overlap": Option(0.0, min=0.0, max=1.0,
+        "min_average_overlap": Option(0.55, min=0.0, max=1.0,
                                       help="the vector lane's order answers unless the walk's first d chunks share "
                                            "at least this much with the lane's first d, averaged over d = 1..10 "
                                            "(one chunk moving changes it a little, where min_overlap flips); "
@@ -82,7 +82,7 @@ class GraphRagRetriever(Retriever):
         "lane_head": Option(3, min=0, max=1000,
                             help="the vector lane's first n chunks lead the answer, in its order; "
                                  "the walk ranks the rest"),
-        "walk_slots": Option(6, min=0, max=1000,
+        "walk_slots": Option(1000, min=0, max=1000,
                              help="after the lane's head the walk places at most this many chunks, then the lane's "
                                   "order resumes (1000: the walk ranks everything after the head)"),
         "svo_weight": Option(2.0, min=0.0, max=100.0, help="edge factor of subject-verb-object relations"),

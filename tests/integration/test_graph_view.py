@@ -34,7 +34,7 @@ from ragloom.settings import REPO_ROOT, SAMPLE_CORPUS, Settings
 QUESTION = "Who leads the team that owns the HarborSight platform?"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 # the walk answers every query here (its gate and cap have their own tests): these tests are about the walk
-BASE = {"abstain": False, "max_named": 1000, "min_overlap": 0.0, "walk_slots": 1000}
+BASE = {"abstain": False, "max_named": 1000, "min_overlap": 0.0, "min_average_overlap": 0.0, "walk_slots": 1000}
 
 
 @dataclasses.dataclass

@@ -96,7 +96,7 @@ def scifact_corpus(index, scifact) -> Corpus:
 # default options) over this subset.
 MUSIQUE_RANGES = ((0, 60), (240, 280), (1300, 1340), (1640, 1680))
 # the walk answers every query (gate and cap off): for tests of the walk itself
-WALK_ALWAYS = {"max_named": 1000, "min_overlap": 0.0, "walk_slots": 1000}
+WALK_ALWAYS = {"max_named": 1000, "min_overlap": 0.0, "min_average_overlap": 0.0, "walk_slots": 1000}
 GRAPH_BEATS_HYBRID = [  # (question, k, gold paragraph graph_rag reaches and hybrid misses)
     ("2hop__192622_62302", 10, "mq1657"),  # Peter Bonetti -> Chelsea -> the season's first goal
     ("2hop__192622_62302", 5, "mq1657"),
