@@ -35,6 +35,7 @@ RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 FLAT_SEARCH_CUTOFF = 3000
 QUERY_VECTOR_CACHE = 1024  # query embeddings an API keeps (LRU) unless RAGLOOM_QUERY_VECTOR_CACHE says
 MODEL_BACKENDS = ("torch", "onnx", "onnx-int8")
+EMBED_BACKENDS = ("auto", *MODEL_BACKENDS, "openvino")  # ragloom.embedding.factory builds each
 
 
 def usable_cpus() -> int:
@@ -499,9 +500,8 @@ class Settings:
             raise ConfigError(f"RAGLOOM_EMBED_DTYPE={self.embed_dtype!r}: choose auto, fp32, fp16 or bf16")
         if self.embed_batch_size < 0:
             raise ConfigError(f"RAGLOOM_EMBED_BATCH_SIZE={self.embed_batch_size}: use 0 (by device) or a count")
-        if self.embed_backend not in ("auto", *MODEL_BACKENDS, "openvino"):
-            raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose auto, torch, onnx, onnx-int8 "
-                              "or openvino")
+        if self.embed_backend not in EMBED_BACKENDS:
+            raise ConfigError(f"RAGLOOM_EMBED_BACKEND={self.embed_backend!r}: choose {', '.join(EMBED_BACKENDS)}")
         if self.weaviate_flat_search_cutoff < 0:
             raise ConfigError(f"RAGLOOM_WEAVIATE_FLAT_SEARCH_CUTOFF={self.weaviate_flat_search_cutoff}: must be >= 0")
         if self.bm25_k1 < 0 or not 0 <= self.bm25_b <= 1:

@@ -25,9 +25,9 @@ from typing import Any
 from ragloom.embedding.base import Embedder, backend_of, model_family, same_family
 from ragloom.embedding.openvino import PRECISIONS as OPENVINO_PRECISIONS  # names only: openvino loads on use
 from ragloom.errors import ConfigError, EmbeddingError
-from ragloom.settings import Settings
+from ragloom.settings import EMBED_BACKENDS, Settings
 
-BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "openvino")
+BACKENDS = EMBED_BACKENDS
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("auto", "fp32", "fp16", "bf16")
 # Texts per model call when the settings say 0: on 2 CPU cores the int8 model embeds 1.09x faster in batches of

@@ -71,7 +71,7 @@ class GraphRagRetriever(Retriever):
         "min_overlap": Option(0.0, min=0.0, max=1.0,
                               help="the vector lane's order answers unless at least this share of the walk's first "
                                    "10 chunks are in the lane's first 10 (a walk that re-ranks, not one that "
-                                   "drifts); 0 = always walk"),
+                                   "drifts); 0 = not checked"),
         "min_average_overlap": Option(0.55, min=0.0, max=1.0,
                                       help="the vector lane's order answers unless the walk's first d chunks share "
                                            "at least this much with the lane's first d, averaged over d = 1..10 "
