@@ -24,11 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from ragloom.errors import ConfigError
 from ragloom.evaluation.datasets import Passage, Qrels
+
+K = TypeVar("K")
 
 # ar@5: share of questions with all their gold units in the top 5 (HippoRAG's "AR@5"), from recall@5.
 METRICS = ("recall@2", "recall@5", "recall@10", "ar@5", "ndcg@10", "mrr@10")
@@ -222,3 +225,16 @@ def paired_difference_ci(scores: Sequence[float] | np.ndarray, baseline: Sequenc
     if a.shape != b.shape:
         raise ConfigError(f"paired difference needs scores on the same queries ({a.shape} vs {b.shape})")
     return bootstrap_ci(a - b, resamples=resamples, seed=seed, level=level)
+
+
+def choose_with_evidence(scores: Mapping[K, Sequence[float] | np.ndarray], default: K, seed: int = 0) -> K:
+    """The candidate to adopt from per-query scores on the training queries: ``default`` unless another candidate
+    beats it with the paired 95% interval above zero, and then the best mean among those that do. Candidates whose
+    means differ by less than the queries can tell apart keep the default, so a choice is never made on noise (a
+    difference in the fifth decimal once decided a held-out fold)."""
+    if default not in scores:
+        raise ConfigError("the default is not among the candidates")
+    base = scores[default]
+    better = {key: float(np.mean(s)) for key, s in scores.items()
+              if key != default and paired_difference_ci(s, base, seed=seed).low > 0}
+    return max(better, key=lambda key: better[key]) if better else default

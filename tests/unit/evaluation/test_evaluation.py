@@ -25,6 +25,7 @@ from ragloom.evaluation import (
 )
 from ragloom.evaluation.baselines import BM25Baseline, DenseBaseline, document_units, paragraph_units
 from ragloom.evaluation.datasets import Query, read_corpus
+from ragloom.evaluation.metrics import choose_with_evidence
 from ragloom.evaluation.report import EvalReport, SystemResult
 from ragloom.evaluation.runner import hits_of, namespace_settings
 from ragloom.settings import Settings
@@ -178,6 +179,22 @@ def test_paired_difference() -> None:
     with pytest.raises(ConfigError):
         bootstrap_ci([], seed=0)
 
+
+
+def test_choose_with_evidence_keeps_the_default_on_noise() -> None:
+    rng = np.random.default_rng(5)
+    base = rng.random(400)
+    noise = base.copy()
+    noise[7] += 1e-4  # a better mean in the fifth decimal: argmax would take it, the evidence does not
+    clearly = np.minimum(base + 0.05, 1.0)
+    more = np.minimum(base + 0.08, 1.0)
+    assert choose_with_evidence({"default": base, "noise": noise}, "default") == "default"
+    assert choose_with_evidence({"default": base, "noise": noise, "clearly": clearly}, "default") == "clearly"
+    # among the candidates that beat the default, the best mean
+    assert choose_with_evidence({"clearly": clearly, "default": base, "more": more}, "default") == "more"
+    assert choose_with_evidence({"default": base, "worse": base - 0.1}, "default") == "default"
+    with pytest.raises(ConfigError):
+        choose_with_evidence({"a": base}, "default")
 
 # datasets ------------------------------------------------------------------------------------------------
 
