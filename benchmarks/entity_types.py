@@ -15,6 +15,7 @@ i.e. how far the batch order decides a type.
     python benchmarks/entity_types.py [--batch-musique 50] [--one-batch]
     python benchmarks/entity_types.py --candidates musique   # names to label: seeded sample with context
     python benchmarks/entity_types.py --candidates musique_heldout   # the held-out sample (another seed)
+    python benchmarks/entity_types.py --candidates musique_heldout2  # the second held-out sample
     python benchmarks/entity_types.py --retypings musique    # entities a type cue retypes, for a hand audit
 """
 
@@ -43,6 +44,7 @@ MUSIQUE = Path("/work/shared/data/musique/corpus.jsonl")
 MUSIQUE_PASSAGES = 300
 SEED = 33
 HELDOUT_SEED = 34
+HELDOUT2_SEED = 35
 COARSE = ("PERSON", "ORG", "GPE", "LOC")
 
 
@@ -57,20 +59,21 @@ def sample_documents() -> list[list[Chunk]]:
     return [c for c in (chunker.chunk(d) for d in docs) if c]
 
 
+# corpus name -> seed of its MuSiQue subset (and of the names drawn from it for labelling), in the order drawn
+MUSIQUE_SEEDS = {"musique": SEED, "musique_heldout": HELDOUT_SEED, "musique_heldout2": HELDOUT2_SEED}
+
+
 def musique_passages(seed: int = SEED) -> list[dict]:
-    """The seeded subset of MuSiQue passages the labels come from. Another seed draws from the passages the
-    first subset left out (the held-out sample: labelled after the type cues were written)."""
+    """The seeded subset of MuSiQue passages the labels come from. Each later seed draws from the passages the
+    earlier subsets left out (the held-out samples, each labelled before the type rules it scores were changed)."""
     rows = [json.loads(line) for line in MUSIQUE.open(encoding="utf-8")]
-    first = random.Random(SEED).sample(rows, MUSIQUE_PASSAGES)
-    if seed != SEED:
-        taken = {r["_id"] for r in first}
-        return sorted(random.Random(seed).sample([r for r in rows if r["_id"] not in taken], MUSIQUE_PASSAGES),
-                      key=lambda r: r["_id"])
-    return sorted(first, key=lambda r: r["_id"])
-
-
-# corpus name -> seed of its MuSiQue subset (and of the names drawn from it for labelling)
-MUSIQUE_SEEDS = {"musique": SEED, "musique_heldout": HELDOUT_SEED}
+    taken: set[str] = set()
+    for earlier in MUSIQUE_SEEDS.values():
+        subset = random.Random(earlier).sample([r for r in rows if r["_id"] not in taken], MUSIQUE_PASSAGES)
+        if earlier == seed:
+            return sorted(subset, key=lambda r: r["_id"])
+        taken.update(r["_id"] for r in subset)
+    raise ValueError(f"no MuSiQue subset has seed {seed}")
 
 
 def musique_chunks(seed: int = SEED) -> list[Chunk]:
