@@ -44,6 +44,27 @@ def _cues(text: str, name: str, mail: Mail = NO_MAIL) -> tuple[str, ...]:
     ("the as yet unnamed Corvane as well", "Corvane", ()),  # legal forms are case-sensitive
     ("the Council met", "Council", ("institution",)),
     ("the Mr", "Mr", ()),  # a lone title is no name with a title
+    # the rules of 2026-11-28
+    ("- Amara Lindqvist , team lead .", "Amara Lindqvist", ("role",)),
+    ("Tomas Okafor , a signal-processing researcher , started", "Tomas Okafor", ("role",)),
+    ("Alexis Lecaye is a French author and script writer", "Alexis Lecaye", ("role",)),
+    ("Alexis Lecaye ( born August 22 , 1951 )", "Alexis Lecaye", ("born",)),
+    ("Helen Hardin , the daughter of Pablita Velarde , Santa", "Pablita Velarde", ("kinship",)),
+    ("when he was 21 he married Vigdis .", "Vigdis", ("kinship",)),
+    ("a crime film directed by Lister Laurance and starring", "Lister Laurance", ("maker",)),
+    ("About 70 of Corvane 's 140 employees work", "Corvane", ("org_noun",)),
+    ("every Corvane employee and contractor", "Corvane", ("org_noun",)),
+    ("Apple 's headquarters in Cupertino", "Apple", ("org_noun",)),
+    # ... and what is not
+    ("Apple , whose founder Steve Jobs", "Apple", ()),  # the role noun is not a description of the name
+    ("the 6th century BCE , Taoist teacher Lao Tzu", "BCE", ()),  # the role introduces the name after it
+    ("Acme , a founder member of", "Acme", ()),  # "founder" modifies "member", the description's head
+    ("Paris , the capital of France", "Paris", ()),
+    ("the first son of China 's former leader", "China", ()),  # a possessor, not the kin
+    ("the film directed by Sony 's new studio", "Sony", ()),
+    ("the Bergen headquarters on Bryggen", "Bergen", ()),  # a place names where a headquarters is
+    ("the coalition led by Saudi Arabia", "Saudi Arabia", ()),  # "led by" is said of countries
+    ("a song performed by Queen in 1985", "Queen", ()),  # bands perform
 ])
 def test_each_rule_fires_on_its_construction_only(text, name, fired):
     assert _cues(text, name) == fired
