@@ -188,7 +188,10 @@ def _described_by_role(following: Sequence[str]) -> bool:
         return False
     for i in range(start, min(start + 3, len(following))):
         word = lower[i]
-        if word in ROLES:  # the head: what follows is punctuation, the end or a function word, not a noun
+        # a role noun is written in lower case ("a fund manager") or as initials ("CEO"): "the Fund Manager" is a
+        # defined term or a name, as regulations and companies write them
+        if word in ROLES and (following[i].islower() or following[i].isupper()):
+            # the head: what follows is punctuation, the end or a function word, not a noun
             nxt = following[i + 1] if i + 1 < len(following) else ""
             return not nxt[:1].isalpha() or nxt in _AFTER_ROLE
         if word in _NOT_MODIFIERS or not (word.isalpha() or "-" in word):

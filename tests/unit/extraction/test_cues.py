@@ -58,7 +58,9 @@ def _cues(text: str, name: str, mail: Mail = NO_MAIL) -> tuple[str, ...]:
     # ... and what is not
     ("Apple , whose founder Steve Jobs", "Apple", ()),  # the role noun is not a description of the name
     ("the 6th century BCE , Taoist teacher Lao Tzu", "BCE", ()),  # the role introduces the name after it
+    ("Tim Cook , CEO of Apple", "Tim Cook", ("role",)),
     ("Acme , a founder member of", "Acme", ()),  # "founder" modifies "member", the description's head
+    ("the Domestic Fund , the Fund Manager and", "Domestic Fund", ()),  # a defined term, not a description
     ("Paris , the capital of France", "Paris", ()),
     ("the first son of China 's former leader", "China", ()),  # a possessor, not the kin
     ("the film directed by Sony 's new studio", "Sony", ()),
