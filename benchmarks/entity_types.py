@@ -2,10 +2,10 @@
 
 Builds the graph the way an incremental ingest does (``sync_graph`` over a growing chunk set, one batch after
 the other) in a fresh Neo4j namespace per corpus, then reads the stored type of every labelled name and
-scores it. Three corpora: the sample corpus (recursive chunks, one document per batch, in path order), the
-seeded MuSiQue subset the labels were drawn from (one chunk per passage, 50 passages per batch), and a
-second MuSiQue subset drawn from the passages the first left out, labelled after the type cues were
-written (held out). NER labels
+scores it. Four corpora: the sample corpus (recursive chunks, one document per batch, in path order), the
+seeded MuSiQue subset the labels were drawn from (one chunk per passage, 50 passages per batch), and two
+more MuSiQue subsets, each drawn from the passages the earlier ones left out: one labelled after the first
+type cues were written, one before the cues of 2026-11-28 were (each held out for those). NER labels
 are scored coarsely: PERSON, ORG, GPE and LOC as themselves, every other label as ``other``; ``place``
 accuracy also counts GPE/LOC for each other. A labelled name the graph does not hold counts as wrong.
 
