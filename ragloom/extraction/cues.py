@@ -206,8 +206,8 @@ _NOT_MODIFIERS = frozenset({"who", "whose", "which", "where", "when", "while", "
 
 
 def _org_noun_follows(following: Sequence[str]) -> bool:
-    """"X's [w] ORG_NOUN", or "X employee(s)" (a place names where a headquarters or employees are: "the Bergen
-    headquarters", so other org nouns count only after a possessive)."""
+    """"X's [w] ORG_NOUN", or "X employee(s)" ("every Corvane employee"). The other nouns count only after a
+    possessive: before them a place names where something is ("the Bergen headquarters")."""
     lower = [w.lower() for w in following]
     if lower[:1] and lower[0] in ("employee", "employees"):
         return True
