@@ -193,8 +193,10 @@ def candidates(corpus: str, settings: Settings, n: int) -> None:
 
 
 def retypings(corpus: str, settings: Settings) -> None:
-    """Print every entity whose type its cues change, with the cue's context, for a hand audit of the rules on
-    unlabelled text: the corpus extracted in one batch, in memory, each entity's label vote with and without cues."""
+    """Print every entity whose type its cues change, with a chunk where a cue for the new type fired (the name's
+    first place in that chunk, which may be another mention of it), for a hand audit of the rules on unlabelled
+    text: the corpus extracted in one batch, in memory, each entity's label vote with and without cues."""
+    from ragloom.extraction.cues import CUE_KINDS, PLACE, PLACE_LABELS
     from ragloom.extraction.resolution import voted_type
 
     seed = MUSIQUE_SEEDS.get(corpus)
@@ -202,12 +204,12 @@ def retypings(corpus: str, settings: Settings) -> None:
     extraction = extractor_for(settings, n_process=1).extract(chunks)
     votes: dict[str, Counter[str]] = {}
     cues: dict[str, Counter[str]] = {}
-    where: dict[str, str] = {}
+    where: dict[str, list[tuple[str, tuple[str, ...]]]] = {}  # entity id -> (chunk id, cue rules) of cued mentions
     for m in extraction.mentions:
         votes.setdefault(m.entity_id, Counter()).update(dict(m.labels))
         cues.setdefault(m.entity_id, Counter()).update(dict(m.cues))
         if m.cues:
-            where.setdefault(m.entity_id, m.chunk_id)
+            where.setdefault(m.entity_id, []).append((m.chunk_id, tuple(rule for rule, _ in m.cues)))
     texts = {c.chunk_id: c.text for c in chunks}
     fired: Counter[str] = Counter()
     moved = 0
@@ -217,7 +219,11 @@ def retypings(corpus: str, settings: Settings) -> None:
         before, after = voted_type(votes[e.entity_id], e.type), voted_type(votes[e.entity_id], e.type, tally)
         if before != after:
             moved += 1
-            text = texts[where[e.entity_id]]
+            # the context of a mention whose cue points to the new type (another mention's may point elsewhere)
+            deciding = [chunk for chunk, rules in where[e.entity_id]
+                        if any(CUE_KINDS[r] == after or (CUE_KINDS[r] == PLACE and after in PLACE_LABELS)
+                               for r in rules)]
+            text = texts[(deciding or [where[e.entity_id][0][0]])[0]]
             at = max(0, text.find(e.name))
             context = " ".join(text[max(0, at - 90): at + len(e.name) + 60].split())
             print(f"{e.name}: {before} -> {after}, cues {dict(tally)}, labels {dict(votes[e.entity_id])} :: {context}")
