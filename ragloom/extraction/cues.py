@@ -135,11 +135,15 @@ def span_cues(words: Sequence[str], start: int, end: int, mail: Mail = NO_MAIL) 
     if not 0 <= start < end <= len(words):
         raise ValueError(f"span [{start}, {end}) outside the {len(words)} tokens")
     inside = [w.rstrip(".") for w in words[start:end]]
-    previous = words[start - 1] if start > 0 else ""
-    if previous == "." and start > 1:  # "Dr ." tokenized apart: the word before the dot
-        previous = words[start - 2]
+    # the words around the name, without whitespace tokens: a line break inside "led by\nAmara" or "the security\n
+    # lead" is a token of its own to spaCy, and no construction ends at it
+    before_words = [w for w in words[max(0, start - 6): start] if w.strip()][-3:]
+    following = [w for w in words[end: end + 12] if w.strip()][:7]
+    previous = before_words[-1] if before_words else ""
+    if previous == "." and len(before_words) > 1:  # "Dr ." tokenized apart: the word before the dot
+        previous = before_words[-2]
     previous = previous.rstrip(".")
-    after = list(words[end: end + 2])
+    after = following[:2]
     fired: list[str] = []
     if previous in HONORIFICS or (len(inside) > 1 and inside[0] in HONORIFICS):
         fired.append("honorific")
@@ -153,12 +157,11 @@ def span_cues(words: Sequence[str], start: int, end: int, mail: Mail = NO_MAIL) 
         fired.append("institution")
     if len(name) == 1 and name[0] in mail.domains:
         fired.append("email_domain")
-    raw_before = [w.lower() for w in words[max(0, start - 2): start]]
+    raw_before = [w.lower() for w in before_words[-2:]]
     if (len(raw_before) == 2 and ((raw_before[0] in PLACE_VERBS and raw_before[1] in ("in", "at"))
                                   or (raw_before[0] in SETTLEMENTS and raw_before[1] == "of"))) \
             or (after[:2] == ["-", "based"]):
         fired.append("place_phrase")
-    following = list(words[end: end + 7])
     if _described_by_role(following):
         fired.append("role")
     if [w.lower() for w in following[:2]] == ["(", "born"]:

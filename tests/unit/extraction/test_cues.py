@@ -72,6 +72,16 @@ def test_each_rule_fires_on_its_construction_only(text, name, fired):
     assert _cues(text, name) == fired
 
 
+def test_line_breaks_do_not_end_a_construction():
+    """spaCy makes a line break a token of its own; the words around a name are read without it."""
+    words = ["owned", "by", "Lukas", "Becker", ",", "the", "security", "\n", "lead", ",", "who"]
+    assert span_cues(words, 2, 4) == ("role",)
+    words = ["a", "film", "directed", "by", "\n", "Sergio", "Leone", "."]
+    assert span_cues(words, 5, 7) == ("maker",)
+    words = ["she", "was", "born", "in", "\n  ", "Tromsø"]
+    assert span_cues(words, 5, 6) == ("place_phrase",)
+
+
 def test_email_addresses_spell_people_and_organisations():
     mail = Mail.of("From: Sofia Almeida <sofia.almeida@corvane.com>, cc tomas_okafor@mail.corvane.no")
     assert mail.local_parts == {("sofia", "almeida"), ("tomas", "okafor")}
