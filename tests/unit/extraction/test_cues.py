@@ -61,6 +61,15 @@ def _cues(text: str, name: str, mail: Mail = NO_MAIL) -> tuple[str, ...]:
     ("Tim Cook , CEO of Apple", "Tim Cook", ("role",)),
     ("Acme , a founder member of", "Acme", ()),  # "founder" modifies "member", the description's head
     ("the Domestic Fund , the Fund Manager and", "Domestic Fund", ()),  # a defined term, not a description
+    ("the team leads ( Amara Lindqvist , Rafael Moreno and Maja Eriksen ) agree", "Amara Lindqvist", ("role",)),
+    ("the team leads ( Amara Lindqvist , Rafael Moreno and Maja Eriksen ) agree", "Maja Eriksen", ("role",)),
+    ("scored by the composer Ennio Morricone .", "Ennio Morricone", ("role",)),
+    ("built by architects McKean and Fairweather", "McKean", ("role",)),
+    ("by American rapper , LL Cool J and German rapper , Spax", "German", ()),  # a noun follows: a modifier
+    ("Maja Eriksen \n Optics team lead , Tromsø", "Tromsø", ()),  # a signature: role, then place
+    ("district judges and Supreme Court justices riding", "Supreme Court", ()),
+    ("films by studios Warner Bros. and Legendary", "Legendary", ()),  # "studios" is no role
+    ("as best singer , best songwriter and the Association's Award", "the Association's Award", ()),
     ("Paris , the capital of France", "Paris", ()),
     ("the first son of China 's former leader", "China", ()),  # a possessor, not the kin
     ("the film directed by Sony 's new studio", "Sony", ()),
