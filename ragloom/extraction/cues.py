@@ -210,6 +210,8 @@ def _titled_by_role(words: Sequence[str], start: int, following: Sequence[str]) 
     nxt = following[0] if following else ""
     if nxt.isalpha() and nxt.islower() and nxt not in _AFTER_ROLE:
         return False
+    if words[start].lower() in ("the", "a", "an"):
+        return False  # a title stands before a bare name ("lead the Mining Reporting Entity" is a verb)
     before = [w for w in words[max(0, start - 3): start] if w.strip()]
     if len(before) >= 2 and before[-1] in ("and", "&") and not before[-2][:1].isupper():
         return False  # "best songwriter and the Association's Award": a list of things, not of names
@@ -229,7 +231,15 @@ def _titled_by_role(words: Sequence[str], start: int, following: Sequence[str]) 
     if after_role in (",", "and", "&"):
         return False  # "Optics team lead, Tromsø" (a signature's place): a title is not followed by a comma
     word = words[i]
-    return word in ROLES or (word.endswith("s") and word[:-1] in ROLES) or (word.endswith("es") and word[:-2] in ROLES)
+    base = next((b for b in (word, word[:-1] if word.endswith("s") else "", word[:-2] if word.endswith("es") else "")
+                 if b in ROLES), None)
+    if base is None:
+        return False
+    # a role noun that is also a verb ("will lead Corvane's team") titles a list only through "(" or ":"
+    return base not in _ROLE_VERBS or after_role in ("(", ":")
+
+
+_ROLE_VERBS = frozenset({"lead", "judge", "coach"})  # role nouns English also uses as verbs
 
 
 # Words that cannot modify a role noun: a description holding one is about something else.

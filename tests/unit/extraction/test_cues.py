@@ -67,6 +67,8 @@ def _cues(text: str, name: str, mail: Mail = NO_MAIL) -> tuple[str, ...]:
     ("built by architects McKean and Fairweather", "McKean", ("role",)),
     ("by American rapper , LL Cool J and German rapper , Spax", "German", ()),  # a noun follows: a modifier
     ("Maja Eriksen \n Optics team lead , Tromsø", "Tromsø", ()),  # a signature: role, then place
+    ("the factors that lead the Mining Reporting Entity to", "the Mining Reporting Entity", ()),  # a verb
+    ("Maja Eriksen will lead Corvane 's new Optics team", "Corvane", ()),  # "lead" a verb here, no title
     ("district judges and Supreme Court justices riding", "Supreme Court", ()),
     ("films by studios Warner Bros. and Legendary", "Legendary", ()),  # "studios" is no role
     ("as best singer , best songwriter and the Association's Award", "the Association's Award", ()),
