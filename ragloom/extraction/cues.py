@@ -216,9 +216,9 @@ def _titled_by_role(words: Sequence[str], start: int, following: Sequence[str]) 
     if len(before) >= 2 and before[-1] in ("and", "&") and not before[-2][:1].isupper():
         return False  # "best songwriter and the Association's Award": a list of things, not of names
     i = start - 1
-    while i >= 0 and (not words[i].strip() or words[i] in (",", "and", "&", ".", "-")
+    while i >= 0 and (not words[i].strip() or words[i] in (",", "and", "&", "-")
                       or (words[i][:1].isupper() and words[i].replace(".", "").replace("-", "").isalpha())):
-        i -= 1  # back over the names listed before this one, and their commas
+        i -= 1  # back over the names listed before this one (initials keep their dots), and their commas
         if start - i > 24:
             return False
     if i >= 0 and words[i] in ("(", ":"):
@@ -228,7 +228,7 @@ def _titled_by_role(words: Sequence[str], start: int, following: Sequence[str]) 
     if i < 0 or not words[i].islower():
         return False
     after_role = next((w for w in words[i + 1: start] if w.strip()), "")
-    if after_role in (",", "and", "&"):
+    if after_role in (",", "and", "&", "."):
         return False  # "Optics team lead, Tromsø" (a signature's place): a title is not followed by a comma
     word = words[i]
     base = next((b for b in (word, word[:-1] if word.endswith("s") else "", word[:-2] if word.endswith("es") else "")

@@ -65,6 +65,7 @@ def _cues(text: str, name: str, mail: Mail = NO_MAIL) -> tuple[str, ...]:
     ("the team leads ( Amara Lindqvist , Rafael Moreno and Maja Eriksen ) agree", "Maja Eriksen", ("role",)),
     ("scored by the composer Ennio Morricone .", "Ennio Morricone", ("role",)),
     ("built by architects McKean and Fairweather", "McKean", ("role",)),
+    ("built by two engineers . Microsoft , which", "Microsoft", ()),  # a sentence ends between
     ("by American rapper , LL Cool J and German rapper , Spax", "German", ()),  # a noun follows: a modifier
     ("Maja Eriksen \n Optics team lead , Tromsø", "Tromsø", ()),  # a signature: role, then place
     ("the factors that lead the Mining Reporting Entity to", "the Mining Reporting Entity", ()),  # a verb
