@@ -76,6 +76,7 @@ INSTITUTIONS = frozenset({"University", "College", "Institute", "Academy", "Foun
 INSTITUTIONS_OF = frozenset({"University", "College", "Institute", "Academy", "Bank", "Ministry", "Society"})
 PLACE_VERBS = frozenset({"born", "based", "located", "headquartered", "situated"})
 SETTLEMENTS = frozenset({"city", "town", "village"})
+POSSESSIVES = ("'s", "\u2019s")  # the possessive as spaCy tokenizes it
 # Nouns for what a person does or is, as a description of a name ("X, an American actor"; "X is a writer").
 ROLES = frozenset({
     "actor", "actress", "singer", "songwriter", "writer", "author", "novelist", "poet", "playwright", "screenwriter",
@@ -109,6 +110,19 @@ def _words(text: str) -> tuple[str, ...]:
     decomposed = unicodedata.normalize("NFKD", text)
     folded = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
     return tuple(_WORD.findall(folded))
+
+
+def singular(word: str) -> str:
+    """The singular of an English plural word, by suffix rules; words that are not plural come back unchanged."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is", "ys")):
+        return word[:-1]
+    return word
 
 
 @dataclass(frozen=True)
@@ -167,7 +181,7 @@ def span_cues(words: Sequence[str], start: int, end: int, mail: Mail = NO_MAIL) 
         fired.append("role")
     if [w.lower() for w in following[:2]] == ["(", "born"]:
         fired.append("born")
-    possessor = bool(following) and following[0].lower() in ("'s", "\u2019s")  # "son of China's leader"
+    possessor = bool(following) and following[0].lower() in POSSESSIVES  # "son of China's leader"
     if not possessor and ((len(raw_before) == 2 and raw_before[0] in KINSHIP and raw_before[1] == "of")
                           or (raw_before and raw_before[-1] == "married")):
         fired.append("kinship")
@@ -230,10 +244,8 @@ def _titled_by_role(words: Sequence[str], start: int, following: Sequence[str]) 
     after_role = next((w for w in words[i + 1: start] if w.strip()), "")
     if after_role in (",", "and", "&", "."):
         return False  # "Optics team lead, Tromsø" (a signature's place): a title is not followed by a comma
-    word = words[i]
-    base = next((b for b in (word, word[:-1] if word.endswith("s") else "", word[:-2] if word.endswith("es") else "")
-                 if b in ROLES), None)
-    if base is None:
+    base = words[i] if words[i] in ROLES else singular(words[i])
+    if base not in ROLES:
         return False
     # a role noun that is also a verb ("will lead Corvane's team") titles a list only through "(" or ":"
     return base not in _ROLE_VERBS or after_role in ("(", ":")
@@ -254,7 +266,7 @@ def _org_noun_follows(following: Sequence[str]) -> bool:
     lower = [w.lower() for w in following]
     if lower[:1] and lower[0] in ("employee", "employees"):
         return True
-    if lower[:1] and lower[0] in ("'s", "\u2019s"):
+    if lower[:1] and lower[0] in POSSESSIVES:
         return any(w in ORG_NOUNS for w in lower[1:3])
     return False
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz, process
 
-from ragloom.extraction.cues import cued_type
+from ragloom.extraction.cues import cued_type, singular
 from ragloom.types import Entity, sha256_hex
 
 # Plural surface forms are folded into the singular for these types only: "Americans" is the people
@@ -67,18 +67,6 @@ def _fold_accents(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
-
-def singular(word: str) -> str:
-    """The singular of an English plural word, by suffix rules; words that are not plural come back unchanged."""
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "shes", "ches", "xes", "zes")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is", "ys")):
-        return word[:-1]
-    return word
 
 
 def normalize_name(name: str, entity_type: str = "", *, plural_types: Iterable[str] = DEFAULT_PLURAL_TYPES) -> str:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from ragloom.extraction import query_entities
 from ragloom.extraction.blas import one_blas_thread
-from ragloom.extraction.resolution import DEFAULT_PLURAL_TYPES, normalize_name, singular
+from ragloom.extraction.cues import singular
+from ragloom.extraction.resolution import DEFAULT_PLURAL_TYPES, normalize_name
 
 if TYPE_CHECKING:
     from ragloom.retrieval.graph_index import RetrievalGraph

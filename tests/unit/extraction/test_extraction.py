@@ -21,13 +21,13 @@ from ragloom.extraction import (
     normalize_name,
     query_entities,
 )
+from ragloom.extraction.cues import singular
 from ragloom.extraction.extractor import WORKER_MEMORY_BYTES, auto_processes, usable_cpus
 from ragloom.extraction.nlp import VerbLemmatizer, deferred_parse
 from ragloom.extraction.resolution import (
     canonical_types,
     clean_surface,
     initials,
-    singular,
     two_things,
     type_kind,
     voted_type,
