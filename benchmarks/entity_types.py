@@ -196,7 +196,7 @@ def retypings(corpus: str, settings: Settings) -> None:
     """Print every entity whose type its cues change, with a chunk where a cue for the new type fired (the name's
     first place in that chunk, which may be another mention of it), for a hand audit of the rules on unlabelled
     text: the corpus extracted in one batch, in memory, each entity's label vote with and without cues."""
-    from ragloom.extraction.cues import CUE_KINDS, PLACE, PLACE_LABELS
+    from ragloom.extraction.cues import cued_type
     from ragloom.extraction.resolution import voted_type
 
     seed = MUSIQUE_SEEDS.get(corpus)
@@ -221,8 +221,7 @@ def retypings(corpus: str, settings: Settings) -> None:
             moved += 1
             # the context of a mention whose cue points to the new type (another mention's may point elsewhere)
             deciding = [chunk for chunk, rules in where[e.entity_id]
-                        if any(CUE_KINDS[r] == after or (CUE_KINDS[r] == PLACE and after in PLACE_LABELS)
-                               for r in rules)]
+                        if any(cued_type({r: 1}, votes[e.entity_id], e.type) == after for r in rules)]
             text = texts[(deciding or [where[e.entity_id][0][0]])[0]]
             at = max(0, text.find(e.name))
             context = " ".join(text[max(0, at - 90): at + len(e.name) + 60].split())

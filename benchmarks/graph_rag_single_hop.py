@@ -277,7 +277,7 @@ def main_route(args: argparse.Namespace) -> int:
     ``--graph-rag`` configuration), routing only, document nDCG@10; ADR-003's complex-query figures on MuSiQue."""
     import numpy as np
 
-    from ragloom.evaluation.metrics import choose_with_evidence, paired_difference_ci
+    from ragloom.evaluation.metrics import choose_with_evidence, clearly_better, paired_difference_ci
     from ragloom.evaluation.routing_train import cross_validate, make_model, table
     from ragloom.retrieval.routing.router import LearnedRouter, RuleRouter
 
@@ -337,10 +337,10 @@ def main_route(args: argparse.Namespace) -> int:
         # interval containing zero), each with its figure on the held-out set, so a fold decided by noise shows
         held_rows = names == held
         held_best = Y[held_rows].mean(axis=0).max()
+        chosen = Y[n[train], variants[best][train]]
         alike = [v for v, c in variants.items() if v == best or not (
-            paired_difference_ci(Y[n[train], c[train]], Y[n[train], variants[best][train]], seed=args.seed).low > 0
-            or paired_difference_ci(Y[n[train], variants[best][train]], Y[n[train], c[train]],
-                                    seed=args.seed).low > 0)]
+            clearly_better(Y[n[train], c[train]], chosen, seed=args.seed)
+            or clearly_better(chosen, Y[n[train], c[train]], seed=args.seed))]
         print(f"  variants alike on the training sets, on {held} (− best single strategy): " + ", ".join(
             f"{v.min_capitalized}/{v.needs_wh} {Y[n[held_rows], variants[v][held_rows]].mean() - held_best:+.4f}"
             for v in alike))

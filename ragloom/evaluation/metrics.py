@@ -227,6 +227,11 @@ def paired_difference_ci(scores: Sequence[float] | np.ndarray, baseline: Sequenc
     return bootstrap_ci(a - b, resamples=resamples, seed=seed, level=level)
 
 
+def clearly_better(scores: Sequence[float] | np.ndarray, baseline: Sequence[float] | np.ndarray, seed: int = 0) -> bool:
+    """Whether ``scores`` beat ``baseline`` on the same queries with the paired 95% interval above zero."""
+    return paired_difference_ci(scores, baseline, seed=seed).low > 0
+
+
 def choose_with_evidence(scores: Mapping[K, Sequence[float] | np.ndarray], default: K, seed: int = 0) -> K:
     """The candidate to adopt from per-query scores on the training queries: ``default`` unless another candidate
     beats it with the paired 95% interval above zero, and then the best mean among those that do. Candidates whose
@@ -236,5 +241,5 @@ def choose_with_evidence(scores: Mapping[K, Sequence[float] | np.ndarray], defau
         raise ConfigError("the default is not among the candidates")
     base = scores[default]
     better = {key: float(np.mean(s)) for key, s in scores.items()
-              if key != default and paired_difference_ci(s, base, seed=seed).low > 0}
+              if key != default and clearly_better(s, base, seed=seed)}
     return max(better, key=lambda key: better[key]) if better else default
