@@ -270,6 +270,68 @@ async def concurrent(url: str, key: str, strategy: str, queries: list[str], k: i
     return Run(f"service {strategy}", concurrency, latencies, errors, elapsed, connection_means_ms=means)
 
 
+async def raw_concurrent(url: str, key: str, strategy: str, queries: list[str], k: int, concurrency: int,
+                         seconds: float) -> Run:
+    """``concurrent`` with a client that costs the machine little: each worker keeps one HTTP/1.1 connection open
+    and writes requests encoded before the run, reads the status line, the headers up to Content-Length and that
+    many bytes of body, and checks the body is a JSON object. httpx took 1.8-2.0 CPU ms a query on the cores the
+    server runs on (docs/experiments/2026-11-27-service-third-process.md): CPU a remote client would not take."""
+    from urllib.parse import urlsplit
+
+    host, port = urlsplit(url).hostname, urlsplit(url).port
+    requests = []
+    for query in queries:
+        body = json.dumps({"query": query, "strategy": strategy, "k": k}).encode()
+        requests.append(f"POST /v1/query HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {key}\r\n"
+                        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    latencies: list[float] = []
+    by_connection: dict[object, list[float]] = {}
+    errors = 0
+    counter = iter(range(10**9))
+    deadline = time.perf_counter() + seconds
+
+    async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> bool:
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next((int(value) for name, _, value in (line.partition(b":") for line in head.split(b"\r\n")[1:])
+                       if name.strip().lower() == b"content-length"), None)
+        if length is None:
+            raise ConnectionError("a response without Content-Length")
+        body = await reader.readexactly(length)
+        return head[9:12] == b"200" and body[:1] == b"{"
+
+    async def worker() -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection(host, port)
+        local = writer.get_extra_info("sockname")
+        try:
+            while time.perf_counter() < deadline:
+                request = requests[next(counter) % len(requests)]
+                t0 = time.perf_counter()
+                try:
+                    ok = await exchange(reader, writer, request)
+                except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as e:
+                    errors += 1
+                    print(f"  {e!r}: reconnecting", file=sys.stderr, flush=True)
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, port)
+                    local = writer.get_extra_info("sockname")
+                    continue
+                if ok:
+                    latencies.append((time.perf_counter() - t0) * 1000)
+                    by_connection.setdefault(local, []).append(latencies[-1])
+                else:
+                    errors += 1
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    means = [float(np.mean(v)) for v in by_connection.values()]
+    return Run(f"service {strategy}", concurrency, latencies, errors, elapsed, connection_means_ms=means)
+
+
 def ingest(settings, embedder, documents, graph_too: bool, log) -> int:
     """The corpus's recursive chunks in the benchmark's collection (and graph): the pipeline's own sync functions,
     the shared embedding cache; a re-run writes nothing."""
@@ -381,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1,
                         help="repeat the sequential baseline and the service runs after it, interleaved; the targets "
                              "read the median over rounds of each round's ratio and p95")
+    parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                        help="the load generator: raw (pre-encoded HTTP/1.1 on asyncio streams, little CPU) or httpx")
     parser.add_argument("--prefix", default=PREFIX, help="collection prefix (its lower case names the graph)")
     parser.add_argument("--drop", action="store_true", help="delete the benchmark collections and graph after")
     args = parser.parse_args(argv)
@@ -395,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def log(message: str) -> None:
         print(f"  {message}", file=sys.stderr, flush=True)
+
+    load = raw_concurrent if args.client == "raw" else concurrent
 
     strategies = [s for s in args.strategies.split(",") if s]
     levels = [int(c) for c in args.concurrency.split(",") if c]
@@ -419,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         server, url = start_server(args, settings, namespace, key, Path(tmp))
         try:
             for strategy in strategies:
-                asyncio.run(concurrent(url, key, strategy, queries, args.k, 4, min(3.0, args.seconds)))  # warm-up
+                asyncio.run(load(url, key, strategy, queries, args.k, 4, min(3.0, args.seconds)))  # warm-up
             # each round: the sequential baseline, then the service runs beside it in time, so that the machine's
             # drift (its speed moves by tens of percent over minutes) falls on both sides of each ratio
             rounds = list(range(1, args.rounds + 1)) if args.rounds > 1 else [None]
@@ -433,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                     log(run.row(None))
                     for level in levels:
                         with CpuMeter(settings, server.pid) as meter:
-                            run = asyncio.run(concurrent(url, key, strategy, queries, args.k, level, args.seconds))
+                            run = asyncio.run(load(url, key, strategy, queries, args.k, level, args.seconds))
                         run.cpu_ms, run.round = meter.per_query_ms(len(run.latencies_ms)), round_
                         run.server_shares = meter.shares()
                         runs.append(run)
@@ -456,7 +522,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nservice load, SciFact: {len(dataset.documents)} abstracts, {chunk_count} recursive chunks, "
           f"{len(queries)} queries cycling, k={args.k}, {args.seconds:.0f} s per run, {os.cpu_count()} CPUs, "
-          f"server workers {args.workers}, graph workers {args.graph_workers}, processes {args.processes}")
+          f"server workers {args.workers}, graph workers {args.graph_workers}, processes {args.processes}, "
+          f"load generator {args.client}")
     print(f"{'run':<45}{'conc':>5}{'queries':>8}{'qps':>9}{'vs seq':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
           f"{'errors':>8}")
     for run in runs:
