@@ -542,7 +542,12 @@ JOB_CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize(("config", "names"), JOB_CONFIGS, ids=[str(c) for c, _ in JOB_CONFIGS])
+def _config_id(config: dict) -> str:
+    """The config as text, a callable by its name (its repr holds an address: another id on every run)."""
+    return str({k: getattr(v, "__name__", v) if callable(v) else v for k, v in config.items()})
+
+
+@pytest.mark.parametrize(("config", "names"), JOB_CONFIGS, ids=[_config_id(c) for c, _ in JOB_CONFIGS])
 def test_query_job_config_errors_are_clear(query_job, tmp_path, config, names):
     """A malformed or hostile Launchpad config fails the run with one of our errors naming the setting, never a
     stray FileNotFoundError/JSONDecodeError, and never reads files outside the project's folders."""
