@@ -333,6 +333,55 @@ async def raw_concurrent(url: str, key: str, strategy: str, queries: list[str], 
     return Run(f"service {strategy}", concurrency, latencies, errors, elapsed, connection_means_ms=means)
 
 
+def app_sequential(settings, key: str, strategy: str, queries: list[str], k: int, seconds: float) -> Run:
+    """The service's FastAPI app called in this process, one request after another, through ASGI with no socket:
+    routing, the key check, validation and the JSON response, without uvicorn and the network. Against the API's
+    sequential run, what the app itself costs a query."""
+    from ragloom.service.app import create_app
+
+    app = create_app(settings)
+    bodies = [json.dumps({"query": q, "strategy": strategy, "k": k}).encode() for q in queries]
+    headers = [(b"host", b"bench"), (b"authorization", f"Bearer {key}".encode()),
+               (b"content-type", b"application/json")]
+
+    async def call(body: bytes) -> bool:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/v1/query", "raw_path": b"/v1/query", "query_string": b"",
+                 "root_path": "", "headers": [*headers, (b"content-length", str(len(body)).encode())],
+                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        sent: list[dict] = []
+
+        async def receive() -> dict:
+            if messages:
+                return messages.pop()
+            await asyncio.Event().wait()  # the request was read whole: nothing more comes
+            return {}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        await app(scope, receive, send)
+        return sent[0].get("status") == 200
+
+    async def run() -> Run:
+        latencies, errors, i = [], 0, 0
+        async with app.router.lifespan_context(app):
+            for body in bodies[:20]:  # warm-up
+                await call(body)
+            started = time.perf_counter()
+            while time.perf_counter() - started < seconds:
+                t0 = time.perf_counter()
+                if await call(bodies[i % len(bodies)]):
+                    latencies.append((time.perf_counter() - t0) * 1000)
+                else:
+                    errors += 1
+                i += 1
+            return Run(f"in-process app {strategy}", 1, latencies, errors, time.perf_counter() - started)
+
+    return asyncio.run(run())
+
+
 def ingest(settings, embedder, documents, graph_too: bool, log) -> int:
     """The corpus's recursive chunks in the benchmark's collection (and graph): the pipeline's own sync functions,
     the shared embedding cache; a re-run writes nothing."""
@@ -444,6 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1,
                         help="repeat the sequential baseline and the service runs after it, interleaved; the targets "
                              "read the median over rounds of each round's ratio and p95")
+    parser.add_argument("--app", action="store_true",
+                        help="also call the service's app in this process, sequentially, through ASGI with no socket "
+                             "(what the app costs a query beside the API's sequential run)")
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
                         help="the load generator: raw (pre-encoded HTTP/1.1 on asyncio streams, little CPU) or httpx")
     parser.add_argument("--prefix", default=PREFIX, help="collection prefix (its lower case names the graph)")
@@ -510,6 +562,16 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.terminate()
             server.wait(timeout=30)
+    if args.app:
+        with tempfile.TemporaryDirectory() as tmp:
+            key, _ = KeyStore(Path(tmp) / "keys.json").create("bench", label="service_load --app")
+            app_settings = dataclasses.replace(settings, service_keys_file=Path(tmp) / "keys.json",
+                                               service_rate_per_minute=10_000_000)
+            for strategy in strategies:
+                with CpuMeter(settings) as meter:
+                    runs.append(app_sequential(app_settings, key, strategy, queries, args.k, args.seconds))
+                runs[-1].cpu_ms, runs[-1].round = meter.per_query_ms(len(runs[-1].latencies_ms)), rounds[-1]
+                log(runs[-1].row(baselines[strategy, rounds[-1]]))
     if args.threads:
         with Ragloom(settings, coalesce_queries=True) as rag:
             for strategy in strategies:
