@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -333,13 +334,34 @@ async def raw_concurrent(url: str, key: str, strategy: str, queries: list[str], 
     return Run(f"service {strategy}", concurrency, latencies, errors, elapsed, connection_means_ms=means)
 
 
-def app_sequential(settings, key: str, strategy: str, queries: list[str], k: int, seconds: float) -> Run:
+class HeldResult:
+    """In the app's place for the API (``create_app(rag=...)``): every query answered with one result already held,
+    with no retrieval and no worker thread, so a run measures the app's own code alone."""
+
+    profiles = None
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+    async def aquery(self, query: Any, /, **fields: Any) -> Any:
+        return self.result
+
+    def warm(self, strategy: str) -> None:
+        """Nothing to load."""
+
+    async def run_blocking(self, fn: Any, *args: Any, **kwargs: Any) -> None:
+        fn(*args, **kwargs)
+
+
+def app_sequential(settings, key: str, strategy: str, queries: list[str], k: int, seconds: float,
+                   held: Any = None) -> Run:
     """The service's FastAPI app called in this process, one request after another, through ASGI with no socket:
     routing, the key check, validation and the JSON response, without uvicorn and the network. Against the API's
-    sequential run, what the app itself costs a query."""
+    sequential run, what the app costs a query. ``held``: a result every query gets (``HeldResult``), for the
+    app's own code alone."""
     from ragloom.service.app import create_app
 
-    app = create_app(settings)
+    app = create_app(settings, rag=None if held is None else HeldResult(held))
     bodies = [json.dumps({"query": q, "strategy": strategy, "k": k}).encode() for q in queries]
     headers = [(b"host", b"bench"), (b"authorization", f"Bearer {key}".encode()),
                (b"content-type", b"application/json")]
@@ -377,7 +399,8 @@ def app_sequential(settings, key: str, strategy: str, queries: list[str], k: int
                 else:
                     errors += 1
                 i += 1
-            return Run(f"in-process app {strategy}", 1, latencies, errors, time.perf_counter() - started)
+            name = f"in-process app {strategy}" if held is None else f"in-process app, one held result, {strategy}"
+            return Run(name, 1, latencies, errors, time.perf_counter() - started)
 
     return asyncio.run(run())
 
@@ -495,7 +518,8 @@ def main(argv: list[str] | None = None) -> int:
                              "read the median over rounds of each round's ratio and p95")
     parser.add_argument("--app", action="store_true",
                         help="also call the service's app in this process, sequentially, through ASGI with no socket "
-                             "(what the app costs a query beside the API's sequential run)")
+                             "(what the app costs a query beside the API's sequential run), then the same with one "
+                             "result held for every query (the app's own code alone)")
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
                         help="the load generator: raw (pre-encoded HTTP/1.1 on asyncio streams, little CPU) or httpx")
     parser.add_argument("--prefix", default=PREFIX, help="collection prefix (its lower case names the graph)")
@@ -568,10 +592,14 @@ def main(argv: list[str] | None = None) -> int:
             app_settings = dataclasses.replace(settings, service_keys_file=Path(tmp) / "keys.json",
                                                service_rate_per_minute=10_000_000)
             for strategy in strategies:
-                with CpuMeter(settings) as meter:
-                    runs.append(app_sequential(app_settings, key, strategy, queries, args.k, args.seconds))
-                runs[-1].cpu_ms, runs[-1].round = meter.per_query_ms(len(runs[-1].latencies_ms)), rounds[-1]
-                log(runs[-1].row(baselines[strategy, rounds[-1]]))
+                with Ragloom(settings) as rag:
+                    held = rag.query(queries[0], strategy=strategy, k=args.k, scope="bench")
+                for answer in (None, held):
+                    with CpuMeter(settings) as meter:
+                        runs.append(app_sequential(app_settings, key, strategy, queries, args.k, args.seconds,
+                                                   held=answer))
+                    runs[-1].cpu_ms, runs[-1].round = meter.per_query_ms(len(runs[-1].latencies_ms)), rounds[-1]
+                    log(runs[-1].row(baselines[strategy, rounds[-1]]))
     if args.threads:
         with Ragloom(settings, coalesce_queries=True) as rag:
             for strategy in strategies:
