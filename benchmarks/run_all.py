@@ -43,7 +43,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], list[str]]] = {
                                                    "--backends", "torch,onnx-int8"]),
     "service_load": ([], ["--seconds", "5", "--corpus-limit", "300"],
                      ["--seconds", "1", "--queries", "10", "--corpus-limit", "20", "--concurrency", "2",
-                      "--strategies", "hybrid", "--prefix", "BenchServiceSmoke", "--drop"]),
+                      "--strategies", "hybrid", "--prefix", "BenchServiceSmoke", "--drop", "--app"]),
     "scaling": ([], ["--sizes", "1000,5000"], ["--sizes", "40", "--documents", "3"]),
     "peer_llamaindex": ([], ["--docs", "300"], ["--docs", "10"]),
     "scale_out": ([], ["--repeats", "1", "--chunks", "200"], ["--smoke"]),
