@@ -68,7 +68,6 @@ def _fold_accents(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
-
 def normalize_name(name: str, entity_type: str = "", *, plural_types: Iterable[str] = DEFAULT_PLURAL_TYPES) -> str:
     """The key two surface forms of one name share: case, accents, whitespace, leading determiners,
     possessives, abbreviation dots and hyphenation folded; plurals folded for ``plural_types``.
