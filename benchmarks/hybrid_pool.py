@@ -52,7 +52,10 @@ def cpu_per_call(settings, queries: list[str], vectors: np.ndarray, k: int) -> t
     from ragloom.stack import weaviate as server
     from ragloom.stores.weaviate import WeaviateStore
 
-    weaviate = psutil.Process(server.process(settings).pid())
+    pid = server.process(settings).pid()
+    if pid is None:  # psutil.Process(None) would be this script, and its CPU would pass for Weaviate's
+        raise SystemExit("the stack's Weaviate is not running (no live pid in its pid file)")
+    weaviate = psutil.Process(pid)
     with WeaviateStore.connect(replace(settings, collection_prefix="EvalScifact")) as store:
         for text, vector in zip(queries[:20], vectors[:20], strict=True):  # warm-up
             store.hybrid("recursive", text, vector, k, ids_only=True)

@@ -168,7 +168,7 @@ def _item(obj: Any, score: float, lanes: dict[str, float], include_vectors: bool
         props[key] = value
     parts = props.pop("heading_parts", None)
     heading = props.pop("heading_path", "") or ""
-    metadata: dict[str, Any] = {
+    metadata: dict[str, Any] = {  # embed_text: only in collections written before 2026-11-28
         k: (v.isoformat() if isinstance(v, datetime) else v)
         for k, v in props.items() if k not in ("chunk_id", "document_id", "text", "embed_text", "bm25_text")
     }

@@ -4,7 +4,9 @@ All pure (the ``weaviate`` imports only build configuration objects).
 Schema. Each chunking strategy gets ``<prefix><Strategy>`` (e.g. ``RagloomRecursive``), HNSW with cosine
 distance, no vectorizer. Ids, paths and scope fields use FIELD tokenization (exact filters); ``heading_path``
 (" > "-joined) uses WORD tokenization (a case-insensitive filter); ``bm25_text`` (words and stems:
-ragloom.stores.analysis) carries BM25; ``text`` and ``embed_text`` are stored only.
+ragloom.stores.analysis) carries BM25; ``text`` is stored only. ``embed_text`` is not stored: the sync embeds
+from the chunks table, no read uses it, and a query's hybrid search has Weaviate decode 100 stored objects per lane
+(docs/experiments/2026-11-28-weaviate-object-size.md).
 Object UUIDs are uuid5 of the chunk id, so writing a chunk twice overwrites it. The collection's
 description records the model id and dimension of its vectors, so a model change is detectable.
 
@@ -49,7 +51,6 @@ CORE_PROPERTIES: dict[str, tuple[str, str | None, bool, bool]] = {
     "scope_chat": ("TEXT", "FIELD", False, True),
     "scope_agent": ("TEXT", "FIELD", False, True),
     "text": ("TEXT", "WORD", False, False),  # stored; BM25 searches bm25_text
-    "embed_text": ("TEXT", "WORD", False, False),
     # title + heading path + text as words and marked stems, no stopwords (ragloom.stores.analysis): what the
     # BM25 lane searches
     "bm25_text": ("TEXT", "WHITESPACE", True, False),
@@ -114,7 +115,6 @@ def object_properties(chunk: Chunk, layout: MetadataLayout) -> dict[str, Any]:
         "scope_chat": scope.chat,
         "scope_agent": scope.agent,
         "text": chunk.text,
-        "embed_text": chunk.embed_text,
         "bm25_text": analyze(bm25_source(str(chunk.metadata.get("title") or ""), chunk.heading_path, chunk.text)),
     }
     if chunk.parent_id:

@@ -55,6 +55,9 @@ def test_a_chunk_becomes_core_properties_and_its_metadata():
     assert props["heading_parts"] == ["A", "B > C"]  # the exact pieces, even with the separator inside one
     assert (props["title"], props["source_path"], props["parent_id"]) == ("T", "docs/a.md", "p1")
     assert (props["scope_path"], props["scope_tenant"], props["scope_user"]) == ("acme/alice", "acme", "alice")
+    # what was embedded stays in the chunks table: no read uses it, and Weaviate decodes every object of a hybrid
+    # call's pools, so a stored copy of the text would cost every query
+    assert "embed_text" not in props and "embed_text" not in CORE_PROPERTIES
     assert "parent_id" not in object_properties(Chunk(chunk_id="c2", document_id="d1", strategy="recursive",
                                                       text="x", start=0, end=1, token_count=1, position=0),
                                                 MetadataLayout())
@@ -71,7 +74,7 @@ def test_property_configurations():
     assert set(CORE_FIELDS) | {"chunk_id", "scope_path", "scope_tenant", "scope_user", "scope_chat",
                                "scope_agent"} == filterable
     assert props["chunk_id"].tokenization.value == "field" and not props["chunk_id"].indexSearchable
-    assert props["level"].tokenization is None and props["embed_text"].indexFilterable is False
+    assert props["level"].tokenization is None and props["text"].indexFilterable is False
     text = meta_property("meta_status", "TEXT_ARRAY")
     assert (text.dataType.value, text.tokenization.value, text.indexSearchable) == ("text[]", "field", False)
     number = meta_property("meta_year", "INT")
