@@ -50,7 +50,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "weaviate_write": ([], ["--chunks", "2000", "--repeats", "1", "--schemas", "shipped,previous"],
                        ["--chunks", "20", "--flights", "1,2", "--repeats", "1", "--schemas", "shipped,previous"]),
     "weaviate_object_size": ([], ["--calls", "50", "--bursts", "2"],
-                             ["--corpus-limit", "10", "--calls", "5", "--bursts", "1", "--k", "10",
+                             ["--corpus-limit", "10", "--queries", "5", "--calls", "5", "--bursts", "1", "--k", "10",
                               "--prefix", "BenchObjectSmoke", "--drop"]),
     "raptor": ([], ["--documents", "200", "--queries", "20"],
                ["--documents", "10", "--queries", "3", "--prefix", "BenchRaptorSmoke"]),
