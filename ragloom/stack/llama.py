@@ -98,7 +98,7 @@ def provision_server(settings: Settings) -> Path:
         started = time.monotonic()
         jobs = usable_cpus()
         _log(f"building llama-server from llama-cpp-python {settings.llama_cpp_version} with {jobs} jobs "
-             f"(first time only; ~11-15 min on 2 cores); log: {log_file}")
+             f"(first time only; 4-15 min on 2 cores, by machine); log: {log_file}")
         with open(log_file, "ab") as log:
             if not (build / "build.ninja").exists():
                 _run(["cmake", "-S", str(source / "vendor" / "llama.cpp"), "-B", str(build), "-G", "Ninja",

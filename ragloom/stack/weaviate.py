@@ -87,7 +87,7 @@ def _go_build(version: str, target: Path) -> bool:
     if (major, minor) < MIN_GO_FOR_TOOLCHAIN_SWITCH:
         raise StackError(f"Go {out} is too old to build Weaviate {version} (needs Go >= 1.26, or >= 1.21 to fetch it)")
     _log(f"building github.com/weaviate/weaviate/cmd/weaviate-server@v{version} with {out} "
-         "(first time only; ~10 min on 2 cores)")
+         "(first time only; 3-10 min on 2 cores, by machine)")
     env = {**os.environ, "GOBIN": str(target.parent), "CGO_ENABLED": "0", "GOTOOLCHAIN": "auto",
            "GOFLAGS": "-trimpath"}
     with tempfile.TemporaryDirectory() as tmp:
