@@ -83,6 +83,18 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
+def _cpus_allowed(pid: int) -> str:
+    """The CPUs a process's threads may run on, as /proc lists them ("0-1"; "0 | 1" when its threads differ)."""
+    lists = set()
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            continue
+        lists |= {line.split(":", 1)[1].strip() for line in lines if line.startswith("Cpus_allowed_list:")}
+    return " | ".join(sorted(lists)) or "?"
+
+
 def _listener(port: int) -> int | None:
     """The process listening on a local TCP port (the stores), from /proc/net/tcp and the processes' sockets."""
     inodes = set()
@@ -562,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
         del embedder
         key, _ = KeyStore(Path(tmp) / "keys.json").create("bench", label="service_load")
         server, url = start_server(args, settings, namespace, key, Path(tmp))
+        # RAGLOOM_SERVICE_PIN_CPUS: each process on a CPU of its own, or on any (its resource tracker is not pinned)
+        log("server processes' CPUs (RAGLOOM_SERVICE_PIN_CPUS): "
+            + ", ".join(f"{pid} {_cpus_allowed(pid)}" for pid in _tree(server.pid)))
         try:
             for strategy in strategies:
                 asyncio.run(load(url, key, strategy, queries, args.k, 4, min(3.0, args.seconds)))  # warm-up

@@ -100,6 +100,7 @@ def parse_metadata_types(spec: str) -> dict[str, str]:
 
 SUMMARY_MODES = ("auto", "extractive", "llm")
 METRICS_ACCESS = ("auto", "open", "key")
+SERVICE_PIN = ("auto", "on", "off")
 
 
 # Where a field's variable is not RAGLOOM_<FIELD>, or its value needs more than parsing by the default's type.
@@ -387,6 +388,10 @@ class Settings:
     service_processes: int = _setting(1,
         "processes ragloom serve runs (one per core lets CPU-bound query steps run in parallel); each loads its own"
         " models and graph snapshot and keeps its own rate limits and metrics")
+    service_pin_cpus: str = _setting("auto",
+        "keep each ragloom serve process to one CPU: auto (when there are as many processes as CPUs the service may "
+        "use) | on (the usable CPUs in turn) | off; a process kept to one core spends less CPU per query "
+        "(docs/experiments/2026-11-28-service-pinned-processes.md)")
     service_sweep_seconds: int = _setting(30, "how often the service deletes expired injected items")
     service_keys_file: Path | None = _setting(None,
         "API keys, hashed, mode 0600, managed by ragloom keys; default <data_dir>/service/keys.json")
@@ -464,6 +469,8 @@ class Settings:
             raise ConfigError(f"RAGLOOM_LLM_BASE_URL={self.llm_base_url!r} must start with http:// or https://")
         if self.service_metrics not in METRICS_ACCESS:
             raise ConfigError(f"RAGLOOM_SERVICE_METRICS={self.service_metrics!r}: choose {', '.join(METRICS_ACCESS)}")
+        if self.service_pin_cpus not in SERVICE_PIN:
+            raise ConfigError(f"RAGLOOM_SERVICE_PIN_CPUS={self.service_pin_cpus!r}: choose {', '.join(SERVICE_PIN)}")
         for name in ("service_max_body_bytes", "service_rate_per_minute", "service_workers", "service_graph_workers",
                      "service_processes",
                      "service_sweep_seconds",

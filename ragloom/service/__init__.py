@@ -11,6 +11,8 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 from ragloom.settings import Settings, env_name
@@ -41,7 +43,8 @@ def serve(settings: Settings | None = None, host: str | None = None, port: int |
         os.environ[env_name("service_processes")] = str(settings.service_processes)
         if hasattr(socket, "SO_REUSEPORT"):
             logging.config.dictConfig(log_config())  # this process's own lines (it supervises) beside uvicorn's
-            serve_processes(settings.service_host, settings.service_port, settings.service_processes)
+            serve_processes(settings.service_host, settings.service_port, settings.service_processes,
+                            pin=settings.service_pin_cpus)
             return
         uvicorn.run("ragloom.service.app:create_app", factory=True, workers=settings.service_processes,
                     host=settings.service_host, port=settings.service_port, log_level="info", proxy_headers=False,
@@ -61,7 +64,20 @@ def log_config() -> dict[str, Any]:
     return config
 
 
-def serve_processes(host: str, port: int, processes: int, crash_loop_seconds: float = CRASH_LOOP_SECONDS) -> None:
+def pin_plan(processes: int, mode: str, usable: Collection[int]) -> list[int | None]:
+    """The CPU each of ``processes`` service processes keeps to (None: any), for RAGLOOM_SERVICE_PIN_CPUS ``mode``
+    and the CPUs this process may use. ``auto`` pins only when there is one process per usable CPU: the service
+    then holds the machine, and a process that stays on one core keeps its caches warm and is not moved between
+    cores by the scheduler (graph_rag through the service spent ~1.5 CPU ms a query less:
+    docs/experiments/2026-11-28-service-pinned-processes.md). ``on`` deals the usable CPUs out in turn."""
+    cpus = sorted(usable)
+    if mode == "off" or not cpus or (mode == "auto" and processes != len(cpus)):
+        return [None] * processes
+    return [cpus[i % len(cpus)] for i in range(processes)]
+
+
+def serve_processes(host: str, port: int, processes: int, crash_loop_seconds: float = CRASH_LOOP_SECONDS,
+                    pin: str = "off") -> None:
     """``processes`` uvicorn processes, each listening on its own socket bound to the one address with
     SO_REUSEPORT, so the kernel spreads new connections over them. uvicorn's ``workers`` share one socket, and the
     process a burst of connections woke accepted all of them: 16 keep-alive clients could all stay on one process
@@ -69,7 +85,8 @@ def serve_processes(host: str, port: int, processes: int, crash_loop_seconds: fl
 
     This process supervises: a worker that exits is started again, unless it exits within ``crash_loop_seconds``
     of its start (a bad setting would only loop), and then the service stops with an error. SIGTERM or SIGINT
-    stops every worker (uvicorn's graceful shutdown), SIGKILL after 30 s."""
+    stops every worker (uvicorn's graceful shutdown), SIGKILL after 30 s. ``pin``: RAGLOOM_SERVICE_PIN_CPUS
+    (``pin_plan``); a worker started again keeps its CPU."""
     import multiprocessing
 
     try:
@@ -88,13 +105,17 @@ def serve_processes(host: str, port: int, processes: int, crash_loop_seconds: fl
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
 
-    def start() -> tuple[Any, float]:
-        worker = context.Process(target=_serve_one, args=(host, port), name="ragloom-serve")
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    cpus = pin_plan(processes, pin, usable)
+
+    def start(i: int) -> tuple[Any, float]:
+        worker = context.Process(target=_serve_one, args=(host, port, cpus[i]), name="ragloom-serve")
         worker.start()
         return worker, time.monotonic()
 
-    workers = [start() for _ in range(processes)]
-    log.info("ragloom service: %d processes on %s:%d, each with its own socket (SO_REUSEPORT)", processes, host, port)
+    workers = [start(i) for i in range(processes)]
+    log.info("ragloom service: %d processes on %s:%d, each with its own socket (SO_REUSEPORT)%s", processes, host,
+             port, f", each kept to one CPU: {cpus}" if cpus[0] is not None else "")
     failed = None
     try:
         while not stopping and failed is None:
@@ -106,7 +127,7 @@ def serve_processes(host: str, port: int, processes: int, crash_loop_seconds: fl
                              f"(exit code {worker.exitcode}): see its log above"
                     break
                 log.warning("service process %d exited (code %s): starting another", worker.pid, worker.exitcode)
-                workers[i] = start()
+                workers[i] = start(i)
             time.sleep(0.2)
     finally:
         for worker, _ in workers:
@@ -122,6 +143,17 @@ def serve_processes(host: str, port: int, processes: int, crash_loop_seconds: fl
             signal.signal(sig, handler)
     if failed:
         raise SystemExit(f"ragloom serve: {failed}")
+
+
+def _keep_to(cpu: int) -> None:
+    """Every thread of this process on ``cpu``: the ones running now (the interpreter's, any a library started at
+    import), and through them every thread started later, which inherits its starter's CPUs."""
+    tasks = Path("/proc/self/task")
+    for tid in sorted(int(t.name) for t in tasks.iterdir()) if tasks.is_dir() else [0]:
+        try:
+            os.sched_setaffinity(tid, {cpu})
+        except ProcessLookupError:  # a thread that ended since the listing
+            continue
 
 
 def _socket(host: str, port: int, reuse_port: bool) -> socket.socket:
@@ -140,10 +172,13 @@ def _socket(host: str, port: int, reuse_port: bool) -> socket.socket:
     return sock
 
 
-def _serve_one(host: str, port: int) -> None:
-    """One service process (spawned by ``serve_processes``): its app from the environment, on its own socket."""
+def _serve_one(host: str, port: int, cpu: int | None = None) -> None:
+    """One service process (spawned by ``serve_processes``): its app from the environment, on its own socket, kept
+    to ``cpu`` when one is given."""
     import uvicorn
 
+    if cpu is not None:
+        _keep_to(cpu)
     sock = _socket(host, port, reuse_port=True)
     config = uvicorn.Config("ragloom.service.app:create_app", factory=True, host=host, port=port, log_level="info",
                             proxy_headers=False, log_config=log_config())

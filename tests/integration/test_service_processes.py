@@ -70,13 +70,27 @@ def _env(tmp_path: Path) -> dict[str, str]:
             "RAGLOOM_SERVICE_KEYS_FILE": str(tmp_path / "keys.json")}
 
 
+def _cpus_of_threads(pid: int) -> set[str]:
+    """The CPU lists the process's threads may run on (/proc's Cpus_allowed_list), one entry per distinct list."""
+    lists = set()
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:  # a thread that ended since the listing
+            continue
+        lists |= {line.split(":", 1)[1].strip() for line in lines if line.startswith("Cpus_allowed_list:")}
+    return lists
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; SO_REUSEPORT balancing is Linux's")
 def test_two_processes_share_the_connections_and_stop_together(tmp_path):
+    """Pinned (RAGLOOM_SERVICE_PIN_CPUS=on): each process, every thread of it, keeps to a CPU of its own."""
     port, log = free_port(), tmp_path / "serve.log"
+    usable = sorted(os.sched_getaffinity(0))
     with open(log, "w") as out:
         server = subprocess.Popen([sys.executable, "-m", "ragloom", "serve", "--port", str(port), "--processes", "2"],
-                                  cwd=REPO_ROOT, env=_env(tmp_path), stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+                                  cwd=REPO_ROOT, env={**_env(tmp_path), "RAGLOOM_SERVICE_PIN_CPUS": "on"},
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def both_ready() -> bool:
         assert server.poll() is None, log.read_text()[-3000:]
@@ -88,6 +102,10 @@ def test_two_processes_share_the_connections_and_stop_together(tmp_path):
         workers = [pid for pid in _children(server.pid) if _held_by(pid, listening)]  # (not the resource tracker)
         assert len(workers) == 2, (listening, workers)
         assert all(_held_by(pid, listening) == 1 for pid in workers)
+        # the app's threads (its worker pools, the query embedder's) started after the pin and inherited it
+        pinned = sorted(" | ".join(sorted(_cpus_of_threads(pid))) for pid in workers)
+        assert pinned == sorted([str(usable[0]), str(usable[1 % len(usable)])]), (pinned, usable)
+        assert "each kept to one CPU" in log.read_text()
         # a burst: every handshake completes in the kernel before a process accepts, as 16 clients opening their
         # keep-alive connections at once do
         burst = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(CONNECTIONS)]
