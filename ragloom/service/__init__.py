@@ -68,8 +68,8 @@ def pin_plan(processes: int, mode: str, usable: Collection[int]) -> list[int | N
     """The CPU each of ``processes`` service processes keeps to (None: any), for RAGLOOM_SERVICE_PIN_CPUS ``mode``
     and the CPUs this process may use. ``auto`` pins only when there is one process per usable CPU: the service
     then holds the machine, and a process that stays on one core keeps its caches warm and is not moved between
-    cores by the scheduler (graph_rag through the service spent ~1.5 CPU ms a query less:
-    docs/experiments/2026-11-28-service-pinned-processes.md). ``on`` deals the usable CPUs out in turn."""
+    cores by the scheduler (a graph_rag query through the service cost the server ~1.5 CPU ms less and Weaviate
+    ~0.9: docs/experiments/2026-11-28-service-pinned-processes.md). ``on`` deals the usable CPUs out in turn."""
     cpus = sorted(usable)
     if mode == "off" or not cpus or (mode == "auto" and processes != len(cpus)):
         return [None] * processes
