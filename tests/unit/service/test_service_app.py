@@ -299,11 +299,12 @@ def test_serve_with_several_processes_starts_them_on_the_address_they_read(monke
     from ragloom.settings import Settings
 
     calls = []
-    monkeypatch.setattr(service, "serve_processes", lambda *args: calls.append(args))
+    monkeypatch.setattr(service, "serve_processes", lambda *args, **options: calls.append((args, options)))
     monkeypatch.setattr(logging.config, "dictConfig", lambda config: None)  # the test process keeps its logging
     for name in ("RAGLOOM_SERVICE_HOST", "RAGLOOM_SERVICE_PORT", "RAGLOOM_SERVICE_PROCESSES"):
         monkeypatch.setenv(name, "")  # so the test's end restores each as it was, whatever serve sets
-    service.serve(dataclasses.replace(Settings.from_env(), service_processes=3), host="127.0.0.1", port=18999)
-    assert calls == [("127.0.0.1", 18999, 3)]
+    service.serve(dataclasses.replace(Settings.from_env(), service_processes=3, service_pin_cpus="on"),
+                  host="127.0.0.1", port=18999)
+    assert calls == [(("127.0.0.1", 18999, 3), {"pin": "on"})]  # the supervisor pins (RAGLOOM_SERVICE_PIN_CPUS)
     assert (os.environ["RAGLOOM_SERVICE_HOST"], os.environ["RAGLOOM_SERVICE_PORT"],
             os.environ["RAGLOOM_SERVICE_PROCESSES"]) == ("127.0.0.1", "18999", "3")
