@@ -32,7 +32,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 SHAPES = ("shipped", "previous")
@@ -114,12 +113,10 @@ def main() -> int:
     vectors = make_embedder(settings, short_texts=True).encode(queries)
     where = scope_condition(Scope.from_path(SCOPE))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from service_load import _listener
+    from service_load import CpuMeter  # finds the servers by the ports they listen on, however they were started
 
-    pid = _listener(settings.weaviate_http_port)  # the server on the port, however it was started
-    if pid is None:
+    if "weaviate" not in CpuMeter(settings).groups:
         sys.exit(f"no Weaviate listens on port {settings.weaviate_http_port}: run `python -m ragloom stack up`")
-    weaviate = psutil.Process(pid)
     print(f"{len(chunks)} chunks, {len(queries)} claims; {os.cpu_count()} CPUs; load average "
           f"{os.getloadavg()[0]:.2f}", flush=True)
 
@@ -133,23 +130,21 @@ def main() -> int:
 
     cpu: dict[tuple[str, int], list[float]] = {}
     answers: dict[tuple[str, int], list] = {}
-    keyword = {name: [[(i.chunk_id, round(i.score, 6)) for i in store.bm25("recursive", text, max(ks), where=where,
-                                                                         ids_only=True)] for text in queries]
-               for name, store in stores.items()}
     try:
+        keyword = {name: [[(i.chunk_id, round(i.score, 6))
+                           for i in store.bm25("recursive", text, max(ks), where=where, ids_only=True)]
+                          for text in queries] for name, store in stores.items()}
         for k in ks:
             for store in stores.values():  # warm-up
                 for text, vector in zip(queries[:20], vectors[:20], strict=True):
                     store.hybrid("recursive", text, vector, k, where=where, ids_only=True)
             for _ in range(args.bursts):
                 for name, store in stores.items():
-                    before = weaviate.cpu_times()
-                    got = [[(i.chunk_id, round(i.score, 6)) for i in
-                            store.hybrid("recursive", text, vector, k, where=where, ids_only=True)]
-                           for text, vector in zip(queries, vectors, strict=True)]
-                    after = weaviate.cpu_times()
-                    used = (after.user - before.user) + (after.system - before.system)
-                    cpu.setdefault((name, k), []).append(used * 1000 / len(queries))
+                    with CpuMeter(settings) as meter:
+                        got = [[(i.chunk_id, round(i.score, 6)) for i in
+                                store.hybrid("recursive", text, vector, k, where=where, ids_only=True)]
+                               for text, vector in zip(queries, vectors, strict=True)]
+                    cpu.setdefault((name, k), []).append(meter.per_query_ms(len(queries))["weaviate"])
                     answers.setdefault((name, k), got)
     finally:
         for store in stores.values():

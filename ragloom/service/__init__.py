@@ -76,8 +76,8 @@ def pin_plan(processes: int, mode: str, usable: Collection[int]) -> list[int | N
     return [cpus[i % len(cpus)] for i in range(processes)]
 
 
-def serve_processes(host: str, port: int, processes: int, crash_loop_seconds: float = CRASH_LOOP_SECONDS,
-                    pin: str = "off") -> None:
+def serve_processes(host: str, port: int, processes: int, crash_loop_seconds: float = CRASH_LOOP_SECONDS, *,
+                    pin: str) -> None:
     """``processes`` uvicorn processes, each listening on its own socket bound to the one address with
     SO_REUSEPORT, so the kernel spreads new connections over them. uvicorn's ``workers`` share one socket, and the
     process a burst of connections woke accepted all of them: 16 keep-alive clients could all stay on one process

@@ -147,12 +147,12 @@ def test_a_taken_port_or_a_process_that_dies_at_start_stops_the_service_with_the
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         with pytest.raises(SystemExit, match=r"cannot listen on 127\.0\.0\.1:\d+"):
-            serve_processes("127.0.0.1", taken.getsockname()[1], 2)
+            serve_processes("127.0.0.1", taken.getsockname()[1], 2, pin="off")
     for name, value in _env(tmp_path).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("RAGLOOM_SERVICE_WORKERS", "0")  # refused by Settings: the app factory fails in the process
     with pytest.raises(SystemExit, match="a service process exited .* after its start"):
-        serve_processes("127.0.0.1", free_port(), 2)
+        serve_processes("127.0.0.1", free_port(), 2, pin="off")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -161,7 +161,7 @@ def test_a_process_killed_after_its_start_is_replaced_on_its_own_socket(tmp_path
     started again, and the port goes on answering from two processes."""
     port, log = free_port(), tmp_path / "serve.log"
     code = ("import logging.config; from ragloom import service; logging.config.dictConfig(service.log_config()); "
-            f"service.serve_processes('127.0.0.1', {port}, 2, crash_loop_seconds=1)")
+            f"service.serve_processes('127.0.0.1', {port}, 2, crash_loop_seconds=1, pin='off')")
     with open(log, "w") as out:
         server = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, env=_env(tmp_path), stdout=out,
                                   stderr=subprocess.STDOUT, start_new_session=True)
